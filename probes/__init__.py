@@ -1,0 +1,13 @@
+"""proton-survey's probe: runs *inside* a candidate environment.
+
+Standard library only, Python >= 3.8, and it imports nothing else of proton-survey:
+the host ships this package whole (as a zip on stdin) into the target interpreter,
+which may be a container image that has never seen us.
+
+The report it prints is the one contract every other layer reads; its shape is
+published as ``schema/probe-report.v1.schema.json`` and changes only with a bump of
+``SCHEMA_VERSION``.
+"""
+
+PROBE_VERSION = "1.0.0"
+SCHEMA_VERSION = 1

@@ -1,0 +1,150 @@
+"""Entry points of the probe bundle (``python probe.zip <command> ...``).
+
+    probe  [--timeout S] [--jobs N] [--capture B[:M]] [--output F] ...   the report
+    worker <kind> <args.json>                                           (internal)
+    gelu   [...]                                                        the payload
+"""
+
+import argparse
+import json
+import os
+import shutil
+import sys
+import tempfile
+import zipfile
+
+EXIT_OK = 0
+EXIT_INTERNAL = 1
+EXIT_NO_TRITON = 3
+EXIT_OLD_PYTHON = 4
+
+BOOTSTRAP = (
+    "import sys\n"
+    "if sys.version_info < (3, 8):\n"
+    "    sys.stderr.write('proton-survey: the probe needs Python >= 3.8; this is %s\\n' % sys.version.split()[0])\n"
+    "    sys.exit(4)\n"
+    "import os, shutil, tempfile\n"
+    "d = tempfile.mkdtemp(prefix='proton-survey-bundle-')\n"
+    "p = os.path.join(d, 'probe.zip')\n"
+    "with open(p, 'wb') as f:\n"
+    "    f.write(sys.stdin.buffer.read())\n"
+    "sys.path.insert(0, p)\n"
+    "try:\n"
+    "    from probes import cli\n"
+    "    rc = cli.main(sys.argv[1:], bundle=p)\n"
+    "finally:\n"
+    "    shutil.rmtree(d, True)\n"
+    "sys.exit(rc)\n"
+)
+
+
+def parse_capture(text):
+    backend, _, mode = text.partition(":")
+    return backend or None, mode or None
+
+
+def source_dir_for(bundle, work):
+    """A directory holding ``stubs/*.c`` on disk (extracted when running from a zip)."""
+    here = os.path.dirname(os.path.abspath(__file__))
+    if os.path.isdir(os.path.join(here, "stubs")):
+        return here, None
+    if bundle and zipfile.is_zipfile(bundle):
+        out = os.path.join(work, "src")
+        prebuilt = None
+        with zipfile.ZipFile(bundle) as z:
+            for n in z.namelist():
+                if n.startswith("probes/stubs/"):
+                    z.extract(n, out)
+        base = os.path.join(out, "probes")
+        pb = os.path.join(base, "stubs", "prebuilt")
+        if os.path.isdir(pb):
+            prebuilt = pb
+        return base, prebuilt
+    return here, None
+
+
+def cmd_probe(argv, bundle):
+    from . import orchestrator
+
+    p = argparse.ArgumentParser(prog="probe", description="Measure what Proton can do in this Python environment.")
+    p.add_argument("--timeout", type=float, default=60.0, help="seconds for each check (default 60)")
+    p.add_argument("--capture-timeout", type=float, default=300.0, help="seconds for each GELU capture")
+    p.add_argument("--jobs", type=int, default=None, help="checks run at once (default: the cores available)")
+    p.add_argument("--capture", action="append", default=[], metavar="BACKEND[:MODE]",
+                   help="also run the GELU capture with this backend and mode")
+    p.add_argument("--no-auto-capture", action="store_true",
+                   help="do not capture every (backend, mode) found working")
+    p.add_argument("--capture-size", type=int, default=1 << 22)
+    p.add_argument("--capture-iters", type=int, default=50)
+    p.add_argument("--no-stubs", action="store_true", help="skip the stub-library reruns")
+    p.add_argument("--artifacts-dir", default=None, help="copy .hatchet captures here")
+    p.add_argument("--only", action="append", default=[], metavar="BACKEND[:MODE]",
+                   help="check only these (backend, mode) pairs")
+    p.add_argument("--output", "-o", default=None, help="write the report here instead of stdout")
+    args = p.parse_args(argv)
+
+    work = tempfile.mkdtemp(prefix="proton-survey-src-")
+    try:
+        src, prebuilt = source_dir_for(bundle, work)
+        grid = None
+        if args.only:
+            grid = [parse_capture(x) for x in args.only]
+        opts = orchestrator.Options(
+            timeout=args.timeout,
+            capture_timeout=args.capture_timeout,
+            jobs=args.jobs,
+            captures=[parse_capture(c) for c in args.capture],
+            capture_all=not args.no_auto_capture,
+            capture_size=args.capture_size,
+            capture_iters=args.capture_iters,
+            stubs=not args.no_stubs,
+            prebuilt_stubs=prebuilt,
+            keep_artifacts_dir=args.artifacts_dir,
+            grid=grid,
+        )
+        report = orchestrator.Probe(bundle, src, opts).run()
+        report["probe"]["argv"] = ["probe"] + list(argv)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    text = json.dumps(report, indent=1, sort_keys=False, ensure_ascii=True)
+    if args.output:
+        tmp = args.output + ".tmp"
+        with open(tmp, "w") as f:
+            f.write(text + "\n")
+        os.replace(tmp, args.output)
+    else:
+        sys.stdout.write(text + "\n")
+        sys.stdout.flush()
+    if (report["environment"].get("triton") or {}).get("status") != "found":
+        sys.stderr.write("proton-survey: no Triton in this Python (%s)\n" % sys.executable)
+        return EXIT_NO_TRITON
+    return EXIT_OK
+
+
+def main(argv=None, bundle=None):
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if not argv:
+        sys.stderr.write(__doc__)
+        return 64
+    cmd, rest = argv[0], argv[1:]
+    if cmd == "probe":
+        return cmd_probe(rest, bundle)
+    if cmd == "worker":
+        from . import worker
+
+        return worker.main(rest)
+    if cmd == "zygote":
+        from . import zygote
+
+        return zygote.main(rest)
+    if cmd == "gelu":
+        import runpy
+
+        sys.argv = ["gelu"] + rest
+        try:
+            runpy.run_module("probes.gelu", run_name="__main__", alter_sys=True)
+        except SystemExit as e:
+            return e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
+        return 0
+    sys.stderr.write("unknown command %r\n%s" % (cmd, __doc__))
+    return 64

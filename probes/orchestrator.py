@@ -1,0 +1,579 @@
+"""Plan the checks, run them in parallel, assemble one report.
+
+Checks that cannot disturb each other (triton import, registry, knobs, CLI
+choices, library look-ups) share one process; every ``proton.start`` gets its
+own. Independent processes run in parallel, bounded by the cores available.
+"""
+
+import datetime
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
+
+from . import PROBE_VERSION, SCHEMA_VERSION
+from . import classify, facts, libraries, runner, stubs
+from . import outcomes as O
+
+INSPECT_SECTIONS = ("triton", "registry", "knobs", "cli", "libraries")
+STUBBABLE = {s for s, _ in stubs.STUBS}
+# Per backend: the library a stub stands in for, and the knob that overrides its
+# directory (when the release reads it; else LD_LIBRARY_PATH is used).
+BACKEND_STUB = {
+    "roctracer": ("libroctracer64.so", "TRITON_ROCTRACER_LIB_PATH"),
+    "rocprofiler": ("librocprofiler-sdk.so", "TRITON_ROCPROFILER_SDK_LIB_PATH"),
+}
+
+
+def now():
+    return datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
+
+
+def read_results(path):
+    """Records a worker wrote, tolerating a torn last line."""
+    records = []
+    try:
+        with open(path, "rb") as f:
+            for raw in f:
+                try:
+                    records.append(json.loads(raw.decode("utf-8", "replace")))
+                except ValueError:
+                    pass
+    except OSError:
+        pass
+    return records
+
+
+class ZygoteClient(object):
+    """Talks to the fork server (zygote.py) that runs the clean start checks."""
+
+    def __init__(self, probe):
+        self.probe = probe
+        self.slots = {}
+        self.cond = threading.Condition()
+        self.wlock = threading.Lock()
+        self.ids = 0
+        self.ready = None
+        self.error = None
+        self.proc = None
+
+    def start(self, env, timeout):
+        req_r, req_w = os.pipe()
+        resp_r, resp_w = os.pipe()
+        d = self.probe._next("zygote")
+        self.out = open(os.path.join(d, "stdout"), "wb")
+        self.err = open(os.path.join(d, "stderr"), "wb")
+        self.probe.counter.add()
+        try:
+            self.proc = subprocess.Popen(
+                [sys.executable, self.probe.bundle, "zygote", str(req_r), str(resp_w)],
+                env=env, cwd=d, stdin=subprocess.DEVNULL, stdout=self.out, stderr=self.err,
+                pass_fds=(req_r, resp_w), start_new_session=True,
+            )
+        except OSError as e:
+            self.error = "%s: %s" % (type(e).__name__, e)
+            for fd in (req_r, req_w, resp_r, resp_w):
+                os.close(fd)
+            return False
+        os.close(req_r)
+        os.close(resp_w)
+        self.req = os.fdopen(req_w, "w", buffering=1)
+        self.resp = os.fdopen(resp_r, "r")
+        threading.Thread(target=self._reader, daemon=True).start()
+        with self.cond:
+            self.cond.wait_for(lambda: self.ready is not None, timeout=timeout)
+        if not self.ready:
+            self.error = self.error or "the zygote did not become ready within %ss" % timeout
+            self.close()
+            return False
+        return True
+
+    def _reader(self):
+        for line in self.resp:
+            try:
+                msg = json.loads(line)
+            except ValueError:
+                continue
+            with self.cond:
+                if "ready" in msg:
+                    self.ready = bool(msg["ready"])
+                    self.error = msg.get("error")
+                else:
+                    self.slots.setdefault(msg["id"], {}).update(msg)
+                self.cond.notify_all()
+        with self.cond:
+            if self.ready is None:
+                self.ready = False
+                self.error = self.error or "the zygote exited before it was ready"
+            self.dead = True
+            self.cond.notify_all()
+
+    def run(self, args_path, d, env, timeout):
+        with self.wlock:
+            self.ids += 1
+            rid = self.ids
+            self.req.write(json.dumps({"id": rid, "args": args_path, "dir": d, "env": env}) + "\n")
+            self.req.flush()
+        t0 = time.time()
+        timed_out = False
+        with self.cond:
+            ok = self.cond.wait_for(lambda: "exit_code" in self.slots.get(rid, {}) or getattr(self, "dead", False),
+                                    timeout=timeout)
+            slot = self.slots.get(rid, {})
+        if not ok or "exit_code" not in slot:
+            timed_out = not getattr(self, "dead", False)
+            pid = slot.get("pid")
+            if pid:
+                try:
+                    os.killpg(pid, signal.SIGKILL)
+                except OSError:
+                    pass
+            with self.cond:
+                self.cond.wait_for(lambda: "exit_code" in self.slots.get(rid, {}), timeout=10)
+                slot = self.slots.get(rid, {})
+        if slot.get("pid"):
+            try:  # reap whatever the check left in its group
+                os.killpg(slot["pid"], signal.SIGKILL)
+            except OSError:
+                pass
+        return {
+            "argv": ["(forked from the zygote)", "worker", "start", args_path],
+            "exit_code": slot.get("exit_code"),
+            "timed_out": timed_out,
+            "duration_s": round(time.time() - t0, 4),
+            "stdout_tail": _file_tail(os.path.join(d, "stdout")),
+            "stderr_tail": _file_tail(os.path.join(d, "stderr")),
+            "forked": True,
+        }
+
+    def close(self):
+        try:
+            self.req.close()
+        except Exception:
+            pass
+        if self.proc is not None:
+            try:
+                self.proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                pass
+            try:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+            except OSError:
+                pass
+            self.proc.wait()
+        self.out.close()
+        self.err.close()
+
+
+def _file_tail(path):
+    try:
+        with open(path, "rb") as f:
+            data, _ = runner._read_tail(f)
+    except OSError:
+        return ""
+    return runner.tail(data)
+
+
+class Options(object):
+    def __init__(self, timeout=60.0, jobs=None, captures=(), capture_all=True, capture_size=1 << 22,
+                 capture_iters=50, stubs=True, prebuilt_stubs=None, keep_artifacts_dir=None,
+                 grid=None, env_variants=True, capture_timeout=300.0, fork=True):
+        self.timeout = float(timeout)
+        self.capture_timeout = float(capture_timeout)
+        self.fork = fork
+        self.jobs = jobs or facts.cpu_count()
+        self.captures = list(captures)
+        self.capture_all = capture_all
+        self.capture_size = capture_size
+        self.capture_iters = capture_iters
+        self.stubs = stubs
+        self.prebuilt_stubs = prebuilt_stubs
+        self.keep_artifacts_dir = keep_artifacts_dir
+        self.grid = grid
+        self.env_variants = env_variants
+
+
+class Probe(object):
+    def __init__(self, bundle, source_dir, options):
+        self.bundle = bundle  # path of the zip (or directory) that children run
+        self.source_dir = source_dir  # where the stub C sources are on disk
+        self.opts = options
+        self.counter = runner.Counter()
+        self.work = tempfile.mkdtemp(prefix="proton-survey-probe-")
+        self.environ = dict(os.environ)
+        self.seq = 0
+        self.lock = threading.Lock()
+        self.zygote = None
+        self.forks = 0
+
+    # ------------------------------------------------------------------ helpers
+    def _next(self, prefix):
+        with self.lock:
+            self.seq += 1
+            d = os.path.join(self.work, "%s-%03d" % (prefix, self.seq))
+        os.makedirs(d)
+        return d
+
+    def clean_env(self):
+        env = {k: v for k, v in self.environ.items() if not facts.is_controlled(k)}
+        return env
+
+    def run_worker(self, kind, args, env, timeout):
+        d = self._next(kind)
+        args = dict(args)
+        args["result"] = os.path.join(d, "result.jsonl")
+        args_path = os.path.join(d, "args.json")
+        with open(args_path, "w") as f:
+            json.dump(args, f)
+        argv = [sys.executable, self.bundle, "worker", kind, args_path]
+        proc = runner.run(argv, env, timeout, cwd=d, counter=self.counter)
+        return proc, read_results(args["result"]), d
+
+    # ------------------------------------------------------------------ checks
+    def inspect(self, sections, lib_specs):
+        proc, records, _ = self.run_worker(
+            "inspect", {"sections": list(sections), "libraries": lib_specs}, self.clean_env(), self.opts.timeout
+        )
+        done = {}
+        begun = []
+        for r in records:
+            if "begin" in r:
+                begun.append(r["begin"])
+            if "section" in r:
+                done[r["section"]] = r["data"]
+        return proc, done, begun
+
+    def start_check(self, backend, mode, env_kind, stub=None):
+        env = self.clean_env() if env_kind == "clean" else dict(self.environ)
+        overrides = {}
+        if stub is not None:
+            for var, value in stub["env"].items():
+                if var == "LD_LIBRARY_PATH":
+                    old = env.get("LD_LIBRARY_PATH")
+                    value = value + (":" + old if old else "")
+                env[var] = value
+                overrides[var] = value
+        t0 = time.time()
+        forkable = env_kind == "clean" and stub is None
+        proc, records = self._run_start({"backend": backend, "mode": mode}, env, forkable)
+        result = None
+        phase = None
+        for r in records:
+            if "phase" in r:
+                phase = r["phase"]
+            if "status" in r:
+                result = r
+        gpu = self.facts.get("gpu", {})
+        nvidia = bool(gpu.get("nvidia_devices"))
+        timed_out = proc["timed_out"] and result is None
+        cls = classify.classify_start(result, proc["exit_code"], timed_out, nvidia)
+        entry = {
+            "backend": backend,
+            "mode": mode,
+            "env": env_kind,
+            "stub": stub is not None,
+            "outcome": cls["outcome"],
+            "rule": cls["rule"],
+            "library": cls["library"],
+            "signal": cls["signal"],
+            "exc_type": (result or {}).get("exc_type"),
+            "message": (result or {}).get("message"),
+            "exit_code": proc["exit_code"],
+            "timed_out": proc["timed_out"],
+            "hung_at_exit": bool(proc["timed_out"] and result is not None),
+            "duration_s": round(time.time() - t0, 4),
+            "last_phase": phase,
+            "stderr_tail": proc["stderr_tail"],
+            "stdout_tail": proc["stdout_tail"],
+            "traceback_tail": (result or {}).get("traceback_tail"),
+            "overrides": overrides,
+            "stubs_mapped": (result or {}).get("stubs_mapped") or [],
+        }
+        if result and result.get("finalize_error"):
+            entry["finalize_error"] = result["finalize_error"].get("message")
+        if proc.get("spawn_error"):
+            entry["message"] = proc["spawn_error"]
+        if stub is not None:
+            entry["stub_for"] = stub["library"]
+        return entry
+
+    def _run_start(self, args, env, forkable=False):
+        d = self._next("start")
+        args = dict(args)
+        # The session writes into the check's own directory and nowhere else.
+        args["name"] = os.path.join(d, "proton")
+        args["result"] = os.path.join(d, "result.jsonl")
+        args_path = os.path.join(d, "args.json")
+        with open(args_path, "w") as f:
+            json.dump(args, f)
+        if forkable and self.zygote is not None:
+            proc = self.zygote.run(args_path, d, env, self.opts.timeout)
+            self.forks += 1
+        else:
+            argv = [sys.executable, self.bundle, "worker", "start", args_path]
+            proc = runner.run(argv, env, self.opts.timeout, cwd=d, counter=self.counter)
+        return proc, read_results(args["result"])
+
+    def stub_plan(self, entry, knob_vars):
+        """The stub rerun for a live check that failed on a stubbable library."""
+        if entry["outcome"] != O.LIBRARY_MISSING or entry["library"] not in STUBBABLE:
+            return None
+        sdir = self.stubs.get("dir")
+        if not sdir:
+            return None
+        env = {}
+        backend_lib, knob = BACKEND_STUB.get(entry["backend"], (None, None))
+        ld_dirs = []
+        how = {}
+        if backend_lib and knob and knob in knob_vars:
+            override_dir = os.path.join(sdir, "override-" + entry["backend"])
+            if not os.path.isdir(override_dir):
+                os.makedirs(override_dir, exist_ok=True)
+                shutil.copy2(os.path.join(sdir, backend_lib), os.path.join(override_dir, backend_lib))
+            env[knob] = override_dir
+            how[backend_lib] = knob
+        # Everything else (HIP, and the backend library on releases without a knob)
+        # is found through the loader path.
+        ld_dirs.append(sdir)
+        env["LD_LIBRARY_PATH"] = ":".join(ld_dirs)
+        for lib in self.stubs.get("libraries", []):
+            how.setdefault(lib, "LD_LIBRARY_PATH")
+        return {"env": env, "library": entry["library"], "how": how}
+
+    # ------------------------------------------------------------------ main
+    def run(self):
+        started = now()
+        t0 = time.time()
+        self.facts = facts.gather(self.environ)
+        report = {
+            "schema_version": SCHEMA_VERSION,
+            "probe": {
+                "version": PROBE_VERSION,
+                "started_at": started,
+                "timeout_s": self.opts.timeout,
+                "jobs": self.opts.jobs,
+            },
+            "environment": self.facts,
+            "registry": None,
+            "modes": [],
+            "libraries": [],
+            "captures": [],
+            "stubs": None,
+            "sections": {},
+        }
+        tri = self.facts.get("triton", {})
+        if tri.get("status") != O.FOUND:
+            report["registry"] = {"status": "absent", "profilers": None, "cli_backends": None}
+            report["stubs"] = {"status": "absent", "reason": "no Triton in this environment", "libraries": []}
+            return self._finish(report, t0)
+
+        lib_names = []
+        libproton = tri.get("libproton")
+        if libproton:
+            try:
+                lib_names = libraries.names_in_libproton(libproton)
+            except OSError as e:
+                report["sections"]["libproton_strings"] = {"status": "failed", "error": str(e)}
+        lib_specs = [{"name": n, "override": libraries.OVERRIDES.get(n)} for n in lib_names]
+
+        inherited = [v for v in self.facts["variables"] if v["controlled"]]
+        grid = self.opts.grid or O.mode_grid()
+        pool = ThreadPoolExecutor(max_workers=max(1, self.opts.jobs))
+        stub_box = {}
+        stub_thread = None
+        if self.opts.stubs:
+            stub_thread = threading.Thread(target=self._prepare_stubs, args=(stub_box,))
+            stub_thread.start()
+        else:
+            stub_box["stubs"] = {"status": "absent", "reason": "disabled (--no-stubs)", "libraries": [], "dir": None}
+
+        inspect_f = pool.submit(self.inspect, INSPECT_SECTIONS, lib_specs)
+        isolation = "a fresh interpreter per check"
+        if self.opts.fork and hasattr(os, "fork"):
+            z = ZygoteClient(self)
+            if z.start(self.clean_env(), self.opts.timeout):
+                self.zygote = z
+                isolation = ("clean checks forked from a zygote that imported triton.profiler once "
+                             "(own process, session and files each); stub and inherited-environment checks "
+                             "in fresh interpreters")
+            else:
+                isolation += " (zygote unavailable: %s)" % z.error
+        else:
+            isolation += " (fork disabled)"
+        report["probe"]["isolation"] = isolation
+        live = {}
+        for backend, mode in grid:
+            live[pool.submit(self.start_check, backend, mode, "clean")] = ("live", backend, mode)
+        if inherited and self.opts.env_variants:
+            for backend, mode in grid:
+                live[pool.submit(self.start_check, backend, mode, "inherited")] = ("inherited", backend, mode)
+
+        entries = []
+        awaiting_stub = []
+        knob_vars = None
+        inspect_data = None
+        pending = set(live) | {inspect_f}
+        while pending:
+            finished, pending = wait(pending, return_when=FIRST_COMPLETED)
+            for f in finished:
+                if f is inspect_f:
+                    inspect_data = f.result()
+                    knobs_sec = inspect_data[1].get("knobs") or {}
+                    knob_vars = {k.get("variable") for k in knobs_sec.get("knobs", [])}
+                    continue
+                entry = f.result()
+                entries.append(entry)
+                if entry["env"] == "clean" and not entry["stub"]:
+                    awaiting_stub.append(entry)
+            if knob_vars is not None and awaiting_stub:
+                if stub_thread is not None:
+                    stub_thread.join()
+                self.stubs = stub_box["stubs"]
+                for entry in awaiting_stub:
+                    plan = self.stub_plan(entry, knob_vars)
+                    if plan is not None:
+                        fut = pool.submit(self.start_check, entry["backend"], entry["mode"], "clean", plan)
+                        pending.add(fut)
+                awaiting_stub = []
+        if stub_thread is not None:
+            stub_thread.join()
+        if self.zygote is not None:
+            self.zygote.close()
+        self.stubs = stub_box["stubs"]
+        report["stubs"] = {k: v for k, v in self.stubs.items() if k != "dir"}
+
+        # Captures: every (backend, mode) found working, plus those asked for.
+        wanted = []
+        if self.opts.capture_all:
+            for e in entries:
+                if e["outcome"] == O.OK and not e["stub"] and e["env"] == "clean":
+                    wanted.append((e["backend"], e["mode"]))
+        for b, m in self.opts.captures:
+            if (b, m) not in wanted:
+                wanted.append((b, m))
+        if wanted:
+            from . import capture
+
+            futs = [pool.submit(capture.run_capture, self, b, m) for b, m in wanted]
+            report["captures"] = [f.result() for f in futs]
+        pool.shutdown()
+
+        order = {pair: i for i, pair in enumerate(grid)}
+        entries.sort(key=lambda e: (e["env"] != "clean", e["stub"], order.get((e["backend"], e["mode"]), 99)))
+        report["modes"] = entries
+        self._assemble_inspect(report, inspect_data, lib_specs)
+        return self._finish(report, t0)
+
+    def _prepare_stubs(self, box):
+        try:
+            box["stubs"] = stubs.prepare(
+                os.path.join(self.source_dir, "stubs"), self.opts.prebuilt_stubs, self.work, self.environ
+            )
+        except Exception as e:  # never lose the report to the stub build
+            box["stubs"] = {"status": "failed", "reason": "%s: %s" % (type(e).__name__, e), "libraries": [], "dir": None}
+
+    def _assemble_inspect(self, report, inspect_data, lib_specs):
+        proc, done, begun = inspect_data
+        # A section the worker began but never finished is where it died; rerun the
+        # ones it never reached in a fresh worker, once.
+        missing = [s for s in INSPECT_SECTIONS if s not in done]
+        died_in = [s for s in begun if s not in done]
+        sections = {}
+        for s in INSPECT_SECTIONS:
+            if s in done:
+                sections[s] = {"status": done[s].get("status"), "duration_s": done[s].get("duration_s")}
+        for s in died_in:
+            cls = classify.classify_start(None, proc["exit_code"], proc["timed_out"], False)
+            sections[s] = {
+                "status": "failed",
+                "outcome": cls["outcome"],
+                "signal": cls["signal"],
+                "exit_code": proc["exit_code"],
+                "stderr_tail": proc["stderr_tail"],
+            }
+            done[s] = {"status": "failed", "error": "the inspect worker died in this section (%s)" % cls["outcome"]}
+        retry = [s for s in missing if s not in died_in]
+        if retry:
+            # Sections after the triton import need it; if the import itself is what
+            # died, only the library look-ups (which do not) are worth a retry.
+            if "triton" in died_in:
+                retry = [s for s in retry if s == "libraries"]
+                need = retry
+            else:
+                need = ["triton"] + [s for s in retry if s != "triton"]
+        if retry:
+            proc2, done2, _ = self.inspect(need, lib_specs)
+            for s in retry:
+                if s in done2:
+                    done[s] = done2[s]
+                    sections[s] = {"status": done2[s].get("status"), "retried": True}
+                else:
+                    sections[s] = {"status": "failed", "retried": True, "exit_code": proc2["exit_code"],
+                                   "timed_out": proc2["timed_out"], "stderr_tail": proc2["stderr_tail"]}
+                    done[s] = {"status": "failed", "error": "the inspect worker did not complete this section"}
+        for s in INSPECT_SECTIONS:
+            if s not in done:
+                done[s] = {"status": "failed", "error": "not run: the triton section did not complete"}
+                sections.setdefault(s, {"status": "failed", "error": done[s]["error"]})
+        report["sections"].update(sections)
+        report["sections"]["inspect_process"] = {
+            "exit_code": proc["exit_code"], "timed_out": proc["timed_out"], "duration_s": proc["duration_s"],
+            "stderr_tail": proc["stderr_tail"],
+        }
+
+        tri = done.get("triton", {})
+        reg = done.get("registry", {})
+        cli = done.get("cli", {})
+        knobs = done.get("knobs", {})
+        report["registry"] = {
+            "status": reg.get("status"),
+            "profilers": reg.get("profilers"),
+            "note": reg.get("note") or reg.get("message") or reg.get("error"),
+            "cli_backends": cli.get("backends"),
+            "cli": cli,
+            "knobs": knobs.get("knobs", []),
+            "triton_import": tri,
+        }
+        knob_vars = {k.get("variable") for k in knobs.get("knobs", [])}
+        report["libraries"] = self._libraries(done.get("libraries", {}), lib_specs, knob_vars)
+
+    def _libraries(self, lib_section, lib_specs, knob_vars):
+        results = {r["name"]: r for r in lib_section.get("results", [])}
+        tri = self.facts.get("triton", {})
+        dirs = libraries.search_dirs(self.environ, self.facts.get("rocm", {}), facts.site_dirs(), tri.get("package_dir"))
+        ld = libraries.ldconfig_entries()
+        rows = []
+        for spec in lib_specs:
+            name = spec["name"]
+            r = results.get(name, {})
+            found = libraries.candidates(name, dirs, ld)
+            loads = r.get("loads")
+            row = {
+                "name": name,
+                "backends": list(libraries.KNOWN.get(name, ())),
+                "dlopen": r.get("dlopen"),
+                "via": r.get("via"),
+                "loads": loads,
+                "loaded_path": r.get("loaded_path"),
+                "error": r.get("error") if loads is not None else (lib_section.get("error") or "not tested"),
+                "candidates": found,
+                "versioned_only": bool(found) and all(c["file"] != name for c in found),
+                "ld_cache_read": ld is not None,
+                "fix": libraries.describe_fix(name, loads, found, knob_vars) if loads is False else None,
+            }
+            rows.append(row)
+        return rows
+
+    def _finish(self, report, t0):
+        report["probe"]["finished_at"] = now()
+        report["probe"]["duration_s"] = round(time.time() - t0, 4)
+        report["probe"]["interpreters_started"] = self.counter.n
+        report["probe"]["forked_checks"] = self.forks
+        shutil.rmtree(self.work, ignore_errors=True)
+        return report
