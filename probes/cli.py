@@ -133,6 +133,10 @@ def main(argv=None, bundle=None):
         from . import worker
 
         return worker.main(rest)
+    if cmd == "resolve":
+        from . import facts
+
+        return facts.print_resolved()
     if cmd == "zygote":
         from . import zygote
 

@@ -357,3 +357,45 @@ def gather(environ):
     ]
     out["distributions"] = interesting
     return out
+
+
+def resolved():
+    """What identifies this environment for proton-survey's "unchanged?" check:
+    the interpreter, every installed distribution and the hash of each
+    distribution's RECORD (which lists the sha256 of every installed file)."""
+    import hashlib
+
+    md = _metadata()
+    dists = []
+    if md is not None:
+        seen = set()
+        for dist in md.distributions():
+            try:
+                name = dist.metadata["Name"]
+            except Exception:
+                continue
+            if not name or normalise(name) in seen:
+                continue
+            seen.add(normalise(name))
+            record = None
+            try:
+                text = dist.read_text("RECORD")
+                if text:
+                    record = hashlib.sha256(text.encode("utf-8", "replace")).hexdigest()
+            except Exception:
+                pass
+            dists.append({"name": normalise(name), "version": dist.version, "record_sha256": record})
+    dists.sort(key=lambda d: d["name"])
+    return {
+        "python": platform.python_version(),
+        "executable": sys.executable,
+        "machine": platform.machine(),
+        "distributions": dists,
+    }
+
+
+def print_resolved():
+    import json
+
+    sys.stdout.write(json.dumps(resolved(), sort_keys=True) + "\n")
+    return 0

@@ -1,0 +1,165 @@
+"""Tables of the evidence store.
+
+A *run* is one probe report of one *environment* (what was resolved: installed
+distributions and wheel hashes, or an image digest) of one *candidate* (a named
+entry of the catalog, or an ingested/uploaded report's own name). The report is
+kept verbatim; its mode, library and capture results are also normalised into
+rows for querying. A candidate that could not be obtained gets a run with status
+``unobtainable`` and the real error, and no report.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Any
+
+from sqlalchemy import JSON, Boolean, DateTime, Float, ForeignKey, Index, Integer, String, Text, UniqueConstraint
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
+
+
+def utcnow() -> dt.datetime:
+    return dt.datetime.now(dt.timezone.utc)
+
+
+class Base(DeclarativeBase):
+    pass
+
+
+class Candidate(Base):
+    __tablename__ = "candidates"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    name: Mapped[str] = mapped_column(String(200), unique=True)
+    label: Mapped[str] = mapped_column(String(400))
+    kind: Mapped[str] = mapped_column(String(20))  # python | pip | image | ingested
+    spec: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
+    position: Mapped[int] = mapped_column(Integer, default=0)  # order in its catalog
+    created_at: Mapped[dt.datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    updated_at: Mapped[dt.datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+
+    runs: Mapped[list[Run]] = relationship(back_populates="candidate", order_by="Run.id")
+
+
+class Environment(Base):
+    __tablename__ = "environments"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    identity: Mapped[str] = mapped_column(String(64), unique=True)  # sha256 of `resolved`
+    kind: Mapped[str] = mapped_column(String(20))
+    resolved: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
+    image_digest: Mapped[str | None] = mapped_column(String(200), nullable=True)
+    triton_distribution: Mapped[str | None] = mapped_column(String(100), nullable=True)
+    triton_version: Mapped[str | None] = mapped_column(String(100), nullable=True)
+    created_at: Mapped[dt.datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+
+
+class Run(Base):
+    __tablename__ = "runs"
+    __table_args__ = (Index("ix_runs_candidate_finished", "candidate_id", "finished_at"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    candidate_id: Mapped[int] = mapped_column(ForeignKey("candidates.id"))
+    environment_id: Mapped[int | None] = mapped_column(ForeignKey("environments.id"), nullable=True)
+    status: Mapped[str] = mapped_column(String(20))  # complete | unobtainable
+    source: Mapped[str] = mapped_column(String(20))  # survey | ingest | upload | probe
+    started_at: Mapped[dt.datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
+    finished_at: Mapped[dt.datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    host: Mapped[str | None] = mapped_column(String(200), nullable=True)
+    probe_version: Mapped[str | None] = mapped_column(String(40), nullable=True)
+    schema_version: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    report_hash: Mapped[str | None] = mapped_column(String(64), unique=True, nullable=True)
+    error: Mapped[str | None] = mapped_column(Text, nullable=True)
+    triton_version: Mapped[str | None] = mapped_column(String(100), nullable=True)
+    image_digest: Mapped[str | None] = mapped_column(String(200), nullable=True)
+    profilers: Mapped[list[str] | None] = mapped_column(JSON, nullable=True)  # get_available_profilers()
+    cli_backends: Mapped[list[str] | None] = mapped_column(JSON, nullable=True)  # proton -b choices
+
+    candidate: Mapped[Candidate] = relationship(back_populates="runs")
+    environment: Mapped[Environment | None] = relationship()
+    report: Mapped[Report | None] = relationship(back_populates="run", uselist=False)
+    modes: Mapped[list[ModeRow]] = relationship(order_by="ModeRow.id")
+    libraries: Mapped[list[LibraryRow]] = relationship(order_by="LibraryRow.id")
+    captures: Mapped[list[CaptureRow]] = relationship(order_by="CaptureRow.id")
+
+
+class Report(Base):
+    """The probe report exactly as it was received."""
+
+    __tablename__ = "reports"
+
+    run_id: Mapped[int] = mapped_column(ForeignKey("runs.id"), primary_key=True)
+    raw: Mapped[str] = mapped_column(Text)
+    sha256: Mapped[str] = mapped_column(String(64))
+
+    run: Mapped[Run] = relationship(back_populates="report")
+
+
+class ModeRow(Base):
+    __tablename__ = "mode_results"
+    __table_args__ = (Index("ix_mode_results_run", "run_id"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    run_id: Mapped[int] = mapped_column(ForeignKey("runs.id"))
+    backend: Mapped[str] = mapped_column(String(40))
+    mode: Mapped[str | None] = mapped_column(String(80), nullable=True)
+    env: Mapped[str] = mapped_column(String(20))
+    stub: Mapped[bool] = mapped_column(Boolean)
+    outcome: Mapped[str] = mapped_column(String(40))
+    rule: Mapped[str | None] = mapped_column(String(80), nullable=True)
+    library: Mapped[str | None] = mapped_column(String(200), nullable=True)
+    signal: Mapped[str | None] = mapped_column(String(20), nullable=True)
+    exc_type: Mapped[str | None] = mapped_column(String(200), nullable=True)
+    message: Mapped[str | None] = mapped_column(Text, nullable=True)
+    exit_code: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    duration_s: Mapped[float] = mapped_column(Float)
+    hung_at_exit: Mapped[bool] = mapped_column(Boolean, default=False)
+    stderr_tail: Mapped[str] = mapped_column(Text, default="")
+
+
+class LibraryRow(Base):
+    __tablename__ = "library_results"
+    __table_args__ = (Index("ix_library_results_run", "run_id"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    run_id: Mapped[int] = mapped_column(ForeignKey("runs.id"))
+    name: Mapped[str] = mapped_column(String(200))
+    backends: Mapped[list[str]] = mapped_column(JSON, default=list)
+    loads: Mapped[bool | None] = mapped_column(Boolean, nullable=True)
+    error: Mapped[str | None] = mapped_column(Text, nullable=True)
+    versioned_only: Mapped[bool] = mapped_column(Boolean, default=False)
+    fix: Mapped[str | None] = mapped_column(Text, nullable=True)
+    candidates: Mapped[list[dict[str, Any]]] = mapped_column(JSON, default=list)
+
+
+class CaptureRow(Base):
+    __tablename__ = "capture_results"
+    __table_args__ = (Index("ix_capture_results_run", "run_id"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    run_id: Mapped[int] = mapped_column(ForeignKey("runs.id"))
+    backend: Mapped[str | None] = mapped_column(String(40), nullable=True)
+    mode: Mapped[str | None] = mapped_column(String(80), nullable=True)
+    outcome: Mapped[str] = mapped_column(String(40))
+    exit_code: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    message: Mapped[str | None] = mapped_column(Text, nullable=True)
+    max_abs_err: Mapped[float | None] = mapped_column(Float, nullable=True)
+    loop_s: Mapped[float | None] = mapped_column(Float, nullable=True)
+    duration_s: Mapped[float] = mapped_column(Float)
+    kernel_count: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    gpu_time_ns: Mapped[float | None] = mapped_column(Float, nullable=True)
+    top_kernel: Mapped[str | None] = mapped_column(Text, nullable=True)
+    top_kernel_time_ns: Mapped[float | None] = mapped_column(Float, nullable=True)
+    artifact_sha256: Mapped[str | None] = mapped_column(String(64), nullable=True)
+    artifact_bytes: Mapped[int | None] = mapped_column(Integer, nullable=True)
+
+
+class Meta(Base):
+    """Key/value facts about the store; ``matrix_version`` changes whenever evidence
+    arrives, so readers can cache the matrix until it does."""
+
+    __tablename__ = "meta"
+    __table_args__ = (UniqueConstraint("key"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    key: Mapped[str] = mapped_column(String(100))
+    value: Mapped[str] = mapped_column(Text)

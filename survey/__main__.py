@@ -1,0 +1,3 @@
+from survey.cli import main
+
+main()

@@ -1,0 +1,97 @@
+"""The candidate catalog (TOML). ``default.toml`` ships with proton-survey."""
+
+from __future__ import annotations
+
+import tomllib
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from survey.errors import CatalogError
+
+DEFAULT = Path(__file__).with_name("default.toml")
+NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._\-]*$"
+
+
+class Entry(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    name: str = Field(pattern=NAME_PATTERN, max_length=200)
+    label: str | None = None
+    pip: str | list[str] | None = None
+    python: str | None = None
+    image: str | None = None
+    index_url: str | None = None
+    extra_index_urls: list[str] = Field(default_factory=list)
+    pre: bool = False
+    interpreter: str | None = Field(default=None, description="python for pip venvs / inside images")
+    captures: list[str] = Field(default_factory=list)
+
+    @model_validator(mode="after")
+    def one_source(self) -> Entry:
+        given = [k for k in ("pip", "python", "image") if getattr(self, k)]
+        if len(given) != 1:
+            raise ValueError(f"needs exactly one of pip, python, image (has {given or 'none'})")
+        if self.index_url and not self.pip:
+            raise ValueError("index_url only applies to pip candidates")
+        return self
+
+    @property
+    def kind(self) -> str:
+        return "pip" if self.pip else "python" if self.python else "image"
+
+    @property
+    def requirements(self) -> list[str]:
+        if self.pip is None:
+            return []
+        return [self.pip] if isinstance(self.pip, str) else list(self.pip)
+
+    @property
+    def display_label(self) -> str:
+        return self.label or self.name
+
+    def spec(self) -> dict[str, Any]:
+        return self.model_dump(exclude_none=True, exclude_defaults=True)
+
+
+class Catalog(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    candidate: list[Entry]
+    path: str | None = None
+
+    def names(self) -> list[str]:
+        return [c.name for c in self.candidate]
+
+    def get(self, name: str) -> Entry | None:
+        return next((c for c in self.candidate if c.name == name), None)
+
+
+def load(path: str | Path | None = None) -> Catalog:
+    p = Path(path) if path else DEFAULT
+    try:
+        data = tomllib.loads(p.read_text())
+    except FileNotFoundError:
+        raise CatalogError(f"catalog {p}: no such file")
+    except tomllib.TOMLDecodeError as e:
+        raise CatalogError(f"catalog {p}: not valid TOML: {e}")
+    if "candidate" not in data:
+        raise CatalogError(f"catalog {p}: no [[candidate]] entries", field="candidate")
+    try:
+        cat = Catalog.model_validate({**data, "path": str(p)})
+    except ValidationError as e:
+        err = e.errors()[0]
+        loc = list(err["loc"])
+        where = ""
+        if len(loc) >= 2 and loc[0] == "candidate" and isinstance(loc[1], int):
+            entry = data["candidate"][loc[1]]
+            name = entry.get("name", f"#{loc[1] + 1}") if isinstance(entry, dict) else f"#{loc[1] + 1}"
+            where = f"candidate {name!r}" + (f", field {'.'.join(map(str, loc[2:]))}" if loc[2:] else "")
+        else:
+            where = ".".join(map(str, loc))
+        raise CatalogError(f"catalog {p}: {where}: {err['msg']}", field=".".join(map(str, loc)))
+    dupes = {n for n in cat.names() if cat.names().count(n) > 1}
+    if dupes:
+        raise CatalogError(f"catalog {p}: duplicate candidate names {sorted(dupes)}", field="candidate.name")
+    return cat

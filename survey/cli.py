@@ -1,0 +1,344 @@
+"""The ``survey`` command line (Typer + Rich)."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Annotated, Any, Optional
+
+import click
+import typer
+from rich.console import Console
+from rich.markup import escape
+from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from db.store import NewerDatabaseError, Store, StoreError
+from survey import catalog as catalog_mod
+from survey import evidence, exitcodes, probe_run
+from survey import table as table_mod
+from survey.errors import InputError, StoreUnusable, SurveyError, UnknownTarget
+
+app = typer.Typer(
+    add_completion=False,
+    no_args_is_help=True,
+    rich_markup_mode="rich",
+    help="Measure which Proton backends and modes work in which environment, and keep the evidence.",
+)
+out = Console()
+err = Console(stderr=True)
+
+DbOpt = Annotated[
+    Optional[str],
+    typer.Option("--db", envvar="SURVEY_DB", help="SQLAlchemy URL (default: SQLite under ~/.local/share/proton-survey)"),
+]
+TimeoutOpt = Annotated[float, typer.Option("--timeout", help="seconds for each check inside the probe")]
+
+
+def open_store(db: str | None) -> Store:
+    try:
+        return Store(db)
+    except NewerDatabaseError as e:
+        raise StoreUnusable(str(e))
+    except StoreError as e:
+        raise StoreUnusable(str(e))
+
+
+# --------------------------------------------------------------------------- run
+@app.command()
+def run(
+    catalog: Annotated[Optional[Path], typer.Option(help="candidate catalog (TOML); default: the built-in one")] = None,
+    db: DbOpt = None,
+    only: Annotated[Optional[list[str]], typer.Option("--only", help="survey only these candidates")] = None,
+    jobs: Annotated[int, typer.Option(help="candidates obtained and probed at once")] = 2,
+    force: Annotated[bool, typer.Option(help="probe again even when nothing changed")] = False,
+    timeout: TimeoutOpt = 60.0,
+    engine: Annotated[Optional[str], typer.Option(help="container engine: podman or docker (default: detect)")] = None,
+    pull: Annotated[str, typer.Option(help="image pull policy: never, missing, always")] = "missing",
+    table: Annotated[bool, typer.Option(help="print the Availability table at the end")] = True,
+) -> None:
+    """Survey every candidate of the catalog and store the evidence."""
+    from survey.survey_run import Outcome, ProbeSettings, run_survey
+
+    cat = catalog_mod.load(catalog)
+    entries = list(enumerate(cat.candidate))
+    if only:
+        unknown = sorted(set(only) - set(cat.names()))
+        if unknown:
+            raise InputError(f"not in the catalog: {', '.join(unknown)}", hint=f"known: {', '.join(cat.names())}")
+        entries = [(i, e) for i, e in entries if e.name in only]
+    store = open_store(db)
+    settings = ProbeSettings(timeout=timeout, force=force)
+    colors = {"probed": "green", "unchanged": "cyan", "unobtainable": "yellow", "failed": "red"}
+    with Progress(SpinnerColumn(), TextColumn("[bold]{task.fields[name]:<28}"), BarColumn(bar_width=None),
+                  TextColumn("{task.description}"), TimeElapsedColumn(), console=err,
+                  transient=False) as progress:
+        tasks = {e.name: progress.add_task("waiting", total=1, name=e.name) for _, e in entries}
+
+        def on_update(name: str, msg: str) -> None:
+            progress.update(tasks[name], description=msg)
+
+        def on_done(o: Outcome) -> None:
+            c = colors.get(o.status, "white")
+            first = o.message.strip().splitlines()[0] if o.message.strip() else ""
+            run_ref = f" run #{o.run_id}" if o.run_id else ""
+            progress.update(tasks[o.name], completed=1,
+                            description=f"[{c}]{o.status}[/]{run_ref} {escape(first[:90])}")
+
+        outcomes = run_survey(store, entries, jobs=jobs, settings=settings, engine=engine, pull=pull,
+                              on_update=on_update, on_done=on_done)
+    counts: dict[str, int] = {}
+    for o in outcomes:
+        counts[o.status] = counts.get(o.status, 0) + 1
+    err.print("survey: " + ", ".join(f"{n} {k}" for k, n in sorted(counts.items())) + f"  (store: {store.url})")
+    if table:
+        with store.session() as s:
+            rows = evidence.table_rows(s)
+        out.print(table_mod.render(table_mod.frame(rows, evidence.TABLE_COLUMNS), "md"), markup=False,
+                  highlight=False, soft_wrap=True, end="")
+
+
+# --------------------------------------------------------------------------- probe
+@app.command()
+def probe(
+    python: Annotated[Optional[str], typer.Option("--python", help="the interpreter to probe")] = None,
+    image: Annotated[Optional[str], typer.Option("--image", help="the container image to probe")] = None,
+    output: Annotated[Optional[Path], typer.Option("--output", "-o", help="write the report here")] = None,
+    timeout: TimeoutOpt = 60.0,
+    capture: Annotated[Optional[list[str]], typer.Option("--capture", help="also capture BACKEND[:MODE]")] = None,
+    auto_capture: Annotated[bool, typer.Option(help="capture every (backend, mode) found working")] = True,
+    only: Annotated[Optional[list[str]], typer.Option("--only", help="check only BACKEND[:MODE]")] = None,
+    engine: Annotated[Optional[str], typer.Option(help="container engine for --image")] = None,
+    pull: Annotated[str, typer.Option(help="image pull policy: never, missing, always")] = "missing",
+    store_it: Annotated[bool, typer.Option("--store", help="also ingest the report")] = False,
+    db: DbOpt = None,
+) -> None:
+    """Probe one interpreter or image and print (or write) its report."""
+    from survey.launchers.python import PythonLauncher
+
+    if (python is None) == (image is None):
+        raise InputError("give exactly one of --python PATH or --image IMAGE")
+    launcher: Any
+    if python is not None:
+        launcher = PythonLauncher(python)
+    else:
+        from survey.launchers.image import ImageLauncher
+
+        assert image is not None
+        launcher = ImageLauncher(image, engine=engine, pull=pull)
+    resolved = launcher.obtain()
+    args = probe_run.probe_args(timeout, captures=capture or (), auto_capture=auto_capture, only=only or ())
+    raw, has_triton = launcher.probe(resolved, args, probe_run.overall_timeout(timeout))
+    if output:
+        tmp = output.with_name(output.name + ".tmp")
+        tmp.write_bytes(raw)
+        tmp.replace(output)
+        err.print(f"report written to {output}")
+    else:
+        sys.stdout.write(raw.decode())
+        sys.stdout.flush()
+    if store_it:
+        from survey.ingest import ingest
+
+        name = f"python:{resolved.python}" if python else f"image:{image}"
+        with open_store(db).session() as s:
+            res = ingest(s, raw, candidate=name, label=python or image, kind=launcher.kind, resolved=resolved,
+                         source="probe")
+        err.print(f"stored as run #{res.run_id}" if res.created else f"already stored as run #{res.run_id}")
+    if not has_triton:
+        err.print(f"[yellow]no Triton in {launcher.describe()}[/] (the report says what was found)")
+        raise typer.Exit(exitcodes.NO_TRITON)
+
+
+# --------------------------------------------------------------------------- ingest
+@app.command("ingest")
+def ingest_cmd(
+    reports: Annotated[list[Path], typer.Argument(help="probe report JSON files")],
+    candidate: Annotated[Optional[str], typer.Option(help="store under this candidate name")] = None,
+    label: Annotated[Optional[str], typer.Option(help="the candidate's docs label")] = None,
+    db: DbOpt = None,
+) -> None:
+    """Store reports produced elsewhere (a GPU host, a CI job)."""
+    from survey.ingest import ingest, validate
+
+    payloads = []
+    for path in reports:
+        try:
+            raw = path.read_bytes()
+        except OSError as e:
+            raise InputError(f"{path}: {e.strerror}")
+        try:
+            validate(raw)
+        except InputError as e:
+            raise type(e)(f"{path}: {e.message}", field=e.field, hint="nothing was stored")
+        payloads.append((path, raw))
+    store = open_store(db)
+    for path, raw in payloads:
+        with store.session() as s:
+            res = ingest(s, raw, candidate=candidate, label=label, source="ingest")
+        if res.created:
+            out.print(f"{path}: stored as run #{res.run_id} (candidate {res.candidate})")
+        else:
+            out.print(f"{path}: already stored as run #{res.run_id} (candidate {res.candidate}); nothing added")
+
+
+# --------------------------------------------------------------------------- table
+@app.command("table")
+def table_cmd(
+    fmt: Annotated[str, typer.Option("--format", help="md, csv, json or html")] = "md",
+    check: Annotated[Optional[Path], typer.Option(help="exit 1 with a diff if this docs file's table is stale")] = None,
+    write: Annotated[Optional[Path], typer.Option(help="replace the table in this docs file (between markers)")] = None,
+    db: DbOpt = None,
+) -> None:
+    """The Availability table, generated from the evidence."""
+    if fmt not in table_mod.FORMATS:
+        raise InputError(f"unknown format {fmt!r}; one of {', '.join(table_mod.FORMATS)}")
+    if (check or write) and fmt != "md":
+        raise InputError("--check and --write work on the Markdown table (--format md)")
+    with open_store(db).session() as s:
+        rows = evidence.table_rows(s)
+    text = table_mod.render(table_mod.frame(rows, evidence.TABLE_COLUMNS), fmt)
+    if check:
+        diff = table_mod.check(check, text)
+        if diff:
+            sys.stdout.write(diff)
+            err.print(f"[red]{check}: the Availability table no longer matches the evidence[/]"
+                      f" (update it with `survey table --write {check}`)")
+            raise typer.Exit(exitcodes.FAILURE)
+        err.print(f"{check}: the Availability table matches the evidence")
+        return
+    if write:
+        changed = table_mod.write(write, text)
+        err.print(f"{write}: {'table updated' if changed else 'already up to date'}")
+        return
+    sys.stdout.write(text)
+
+
+# --------------------------------------------------------------------------- check
+@app.command("check")
+def check_cmd(
+    target: Annotated[str, typer.Argument(help="a candidate name, an interpreter path or an image")],
+    backend: Annotated[Optional[str], typer.Option(help="the Proton backend the run will use")] = None,
+    mode: Annotated[Optional[str], typer.Option(help="its mode (default: none)")] = None,
+    recipe: Annotated[Optional[Path], typer.Option(help="an aorta recipe; its proton: block says backend and mode")]
+    = None,
+    catalog: Annotated[Optional[Path], typer.Option(help="catalog used when TARGET must be probed first")] = None,
+    timeout: TimeoutOpt = 60.0,
+    output_json: Annotated[bool, typer.Option("--json", help="print the verdict as JSON")] = False,
+    db: DbOpt = None,
+) -> None:
+    """Will a run with this backend and mode work in TARGET? Exit 0 yes, 2 no, 3 not enough evidence."""
+    from survey import check as check_mod
+    from survey import recipe as recipe_mod
+
+    if recipe is not None:
+        if backend or mode:
+            raise InputError("give --recipe or --backend/--mode, not both")
+        block = recipe_mod.load(recipe)
+        backend, mode = block.backend, block.mode
+    if not backend:
+        raise InputError("--backend (or --recipe) is required")
+    from probes import outcomes as O
+
+    if backend not in O.BACKENDS:
+        raise InputError(f"unknown backend {backend!r}; one of {', '.join(O.BACKENDS)}")
+    store = open_store(db)
+    result = check_mod.check_target(store, target, backend, evidence.mode_from_label(mode),
+                                    catalog_path=catalog, timeout=timeout, say=lambda m: err.print(m))
+    if output_json:
+        sys.stdout.write(json.dumps(result.as_dict(), indent=1) + "\n")
+    else:
+        color = {0: "green", 2: "red", 3: "yellow"}.get(result.exit_code, "white")
+        words = {0: "will run", 2: "cannot run it", 3: "not enough evidence"}[result.exit_code]
+        out.print(f"[bold {color}]{words}[/]: {target} with backend={backend} mode={evidence.mode_label(mode)}")
+        out.print(f"  reason: {result.reason}", markup=False)
+        if result.fix:
+            out.print(f"  fix: {result.fix}", markup=False)
+        for d in result.details:
+            out.print(f"  note: {d}", markup=False)
+        if result.run_id:
+            out.print(f"  evidence: run #{result.run_id}, {result.evidence_date} ({result.evidence_age})",
+                      markup=False)
+    raise typer.Exit(result.exit_code)
+
+
+# --------------------------------------------------------------------------- diff
+@app.command("diff")
+def diff_cmd(
+    a: Annotated[str, typer.Argument(help="candidate name or run id (run:12)")],
+    b: Annotated[str, typer.Argument(help="candidate name or run id")],
+    output_json: Annotated[bool, typer.Option("--json")] = False,
+    db: DbOpt = None,
+) -> None:
+    """What changed between two candidates, or two runs of one."""
+    with open_store(db).session() as s:
+        d = evidence.diff_runs(evidence.resolve_ref(s, a), evidence.resolve_ref(s, b))
+    if output_json:
+        sys.stdout.write(json.dumps(d, indent=1) + "\n")
+        return
+    out.print(f"a: run #{d['a']['run_id']} ({d['a']['candidate']}, {d['a']['date']})")
+    out.print(f"b: run #{d['b']['run_id']} ({d['b']['candidate']}, {d['b']['date']})")
+    if d["same"]:
+        out.print("no differences in registry, modes, libraries or captures")
+    for key, val in d["fields"].items():
+        out.print(f"  {key}: {val['a']} -> {val['b']}", markup=False)
+    for section in ("environment", "modes", "libraries", "captures"):
+        if d[section]:
+            t = Table(title=section, show_header=True)
+            t.add_column("what")
+            t.add_column("a")
+            t.add_column("b")
+            for c in d[section]:
+                t.add_row(str(c["key"]), str(c["a"]), str(c["b"]))
+            out.print(t)
+
+
+# --------------------------------------------------------------------------- serve / schema
+@app.command()
+def serve(
+    db: DbOpt = None,
+    host: Annotated[str, typer.Option(help="address to listen on")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(help="port")] = 8000,
+) -> None:
+    """Serve the matrix and the evidence over HTTP (FastAPI, uvicorn)."""
+    import uvicorn
+
+    from api.app import create_app
+
+    store = open_store(db)
+    uvicorn.run(create_app(store), host=host, port=port, log_level="info")
+
+
+@app.command()
+def schema(
+    write: Annotated[Optional[Path], typer.Option(help="write the schema here instead of stdout")] = None,
+) -> None:
+    """Print the probe report's JSON Schema."""
+    from survey.report import json_schema
+
+    text = json.dumps(json_schema(), indent=1, sort_keys=True) + "\n"
+    if write:
+        write.write_text(text)
+    else:
+        sys.stdout.write(text)
+
+
+def main() -> None:
+    try:
+        rv = app(standalone_mode=False)
+    except click.UsageError as e:
+        e.show()
+        sys.exit(exitcodes.USAGE)
+    except click.exceptions.Abort:
+        err.print("aborted")
+        sys.exit(130)
+    except SurveyError as e:
+        err.print(f"[bold red]error:[/] {escape(e.message)}", highlight=False)
+        if e.hint:
+            err.print(f"  {e.hint}", markup=False, highlight=False)
+        sys.exit(e.exit_code)
+    sys.exit(rv if isinstance(rv, int) else 0)
+
+
+__all__ = ["app", "main", "UnknownTarget"]

@@ -1,0 +1,132 @@
+"""``survey run``: obtain each candidate, probe it, store the evidence.
+
+Candidates are independent and run in parallel (``--jobs``). Each ends in exactly
+one transaction (its report, or the error that kept it from being obtained), so
+a survey killed at any point leaves whole runs only, and the next ``survey run``
+picks up where it stopped: candidates whose resolved environment already has a
+complete run for this probe version are not probed again.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Any
+
+from db.store import Store
+from probes import PROBE_VERSION
+from survey import probe_run
+from survey.catalog import Entry
+from survey.errors import SurveyError, TargetError, Unobtainable
+from survey.ingest import find_unchanged, ingest, record_unobtainable
+from survey.launchers import Launcher
+from survey.launchers.pip import PipLauncher
+from survey.launchers.python import PythonLauncher
+
+
+@dataclass
+class Outcome:
+    name: str
+    status: str  # probed | unchanged | unobtainable | failed
+    run_id: int | None
+    message: str
+    duration_s: float
+    triton: str | None = None
+
+
+def make_launcher(entry: Entry, *, engine: str | None = None, pull: str = "missing") -> Launcher:
+    if entry.kind == "pip":
+        return PipLauncher(
+            entry.requirements, index_url=entry.index_url, extra_index_urls=entry.extra_index_urls,
+            pre=entry.pre, python=entry.interpreter,
+        )
+    if entry.kind == "python":
+        assert entry.python
+        return PythonLauncher(entry.python)
+    from survey.launchers.image import ImageLauncher
+
+    assert entry.image
+    return ImageLauncher(entry.image, engine=engine, pull=pull, python=entry.interpreter)
+
+
+@dataclass
+class ProbeSettings:
+    timeout: float = 60.0
+    force: bool = False
+    captures: tuple[str, ...] = ()
+    auto_capture: bool = True
+
+
+def survey_one(
+    store: Store,
+    name: str,
+    label: str | None,
+    kind: str,
+    spec: dict[str, Any] | None,
+    position: int | None,
+    launcher: Launcher,
+    settings: ProbeSettings,
+    report: Callable[[str], None] = lambda _msg: None,
+) -> Outcome:
+    t0 = time.time()
+    report(f"obtaining {launcher.describe()}")
+    try:
+        resolved = launcher.obtain()
+    except TargetError as e:
+        error = e.message + (f"\n{e.hint}" if e.hint else "")
+        with store.session() as s:
+            run_id, _new = record_unobtainable(s, name, label=label, kind=kind, spec=spec, position=position,
+                                               error=error)
+        return Outcome(name, "unobtainable", run_id, e.message, time.time() - t0)
+    if not settings.force:
+        with store.session() as s:
+            prior = find_unchanged(s, name, resolved.identity, PROBE_VERSION)
+            if prior is not None:
+                return Outcome(name, "unchanged", prior.id, f"unchanged since run #{prior.id}", time.time() - t0,
+                               prior.triton_version)
+    report("probing")
+    args = probe_run.probe_args(settings.timeout, captures=settings.captures, auto_capture=settings.auto_capture)
+    try:
+        raw, _has_triton = launcher.probe(resolved, args, probe_run.overall_timeout(settings.timeout))
+    except TargetError as e:
+        error = e.message + (f"\n{e.hint}" if e.hint else "")
+        status = "unobtainable" if isinstance(e, Unobtainable) else "failed"
+        with store.session() as s:
+            run_id, _new = record_unobtainable(s, name, label=label, kind=kind, spec=spec, position=position,
+                                               error=error, status=status)
+        return Outcome(name, status, run_id, e.message, time.time() - t0)
+    report("storing")
+    with store.session() as s:
+        res = ingest(s, raw, candidate=name, label=label, kind=kind, spec=spec, position=position,
+                     resolved=resolved, source="survey")
+    return Outcome(name, "probed" if res.created else "unchanged", res.run_id,
+                   "stored" if res.created else f"identical report already stored as run #{res.run_id}",
+                   time.time() - t0)
+
+
+def run_survey(
+    store: Store,
+    entries: list[tuple[int, Entry]],
+    *,
+    jobs: int,
+    settings: ProbeSettings,
+    engine: str | None = None,
+    pull: str = "missing",
+    on_update: Callable[[str, str], None] = lambda _n, _m: None,
+    on_done: Callable[[Outcome], None] = lambda _o: None,
+) -> list[Outcome]:
+    def one(item: tuple[int, Entry]) -> Outcome:
+        position, entry = item
+        try:
+            launcher = make_launcher(entry, engine=engine, pull=pull)
+            out = survey_one(store, entry.name, entry.display_label, entry.kind, entry.spec(), position,
+                             launcher, settings, report=lambda msg: on_update(entry.name, msg))
+        except SurveyError as e:
+            out = Outcome(entry.name, "failed", None, e.message, 0.0)
+        on_done(out)
+        return out
+
+    with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
+        return list(pool.map(one, entries))

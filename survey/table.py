@@ -1,0 +1,108 @@
+"""Render the Availability table (pandas) and keep docs files in step with it.
+
+A docs file carries the table between two marker comments; ``--write`` replaces
+exactly that span (atomically) and ``--check`` reports a diff when it differs.
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from survey.errors import InputError
+
+START = "<!-- proton-survey:availability:start -->"
+END = "<!-- proton-survey:availability:end -->"
+FORMATS = ("md", "csv", "json", "html")
+
+
+def frame(rows: list[dict[str, Any]], columns: list[str]) -> pd.DataFrame:
+    return pd.DataFrame(rows, columns=columns)
+
+
+def _md_cell(value: Any) -> str:
+    text = "" if value is None else str(value)
+    return text.replace("|", "\\|").replace("\n", " ")
+
+
+def render(df: pd.DataFrame, fmt: str) -> str:
+    if fmt == "md":
+        safe = df.map(_md_cell)
+        return safe.to_markdown(index=False, tablefmt="pipe") + "\n"
+    if fmt == "csv":
+        return df.to_csv(index=False)
+    if fmt == "json":
+        return json.dumps(df.to_dict(orient="records"), indent=1) + "\n"
+    if fmt == "html":
+        return df.to_html(index=False, escape=True, border=0, classes="availability") + "\n"
+    raise InputError(f"unknown format {fmt!r}; one of {', '.join(FORMATS)}")
+
+
+def pivot(matrix_rows: list[dict[str, Any]]) -> pd.DataFrame:
+    """candidate x (backend, mode) -> outcome, for the terminal and the HTML matrix."""
+    measured = [r for r in matrix_rows if r.get("status") == "measured"]
+    if not measured:
+        return pd.DataFrame()
+    df = pd.DataFrame(measured)
+    df["check"] = df["backend"] + ":" + df["mode"]
+    out = df.pivot_table(index="candidate", columns="check", values="outcome", aggfunc="first", sort=False)
+    return out
+
+
+def _split(text: str, path: Path) -> tuple[str, str, str]:
+    if text.count(START) != 1 or text.count(END) != 1:
+        raise InputError(
+            f"{path}: needs exactly one pair of markers {START} ... {END} around the table",
+            hint="add the two marker lines where the table should go, then run `survey table --write`",
+        )
+    head, rest = text.split(START, 1)
+    body, tail = rest.split(END, 1)
+    return head, body, tail
+
+
+def read_docs(path: str | Path) -> str:
+    p = Path(path)
+    try:
+        return p.read_text()
+    except FileNotFoundError:
+        raise InputError(f"{p}: no such file")
+    except UnicodeDecodeError:
+        raise InputError(f"{p}: not UTF-8 text")
+
+
+def check(path: str | Path, table: str) -> str | None:
+    """A unified diff (docs -> evidence) when the docs table differs, else None."""
+    p = Path(path)
+    _, body, _ = _split(read_docs(p), p)
+    want = "\n" + table.strip("\n") + "\n"
+    if body == want:
+        return None
+    have = [ln + "\n" for ln in body.strip("\n").splitlines()]
+    new = [ln + "\n" for ln in table.strip("\n").splitlines()]
+    return "".join(difflib.unified_diff(have, new, fromfile=f"{p} (docs)", tofile="evidence"))
+
+
+def write(path: str | Path, table: str) -> bool:
+    """Replace the table between the markers, touching nothing else. Returns changed?"""
+    p = Path(path)
+    text = read_docs(p)
+    head, body, tail = _split(text, p)
+    new = head + START + "\n" + table.strip("\n") + "\n" + END + tail
+    if new == text:
+        return False
+    fd, tmp = tempfile.mkstemp(dir=p.parent, prefix=f".{p.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w") as f:
+            f.write(new)
+        os.chmod(tmp, p.stat().st_mode & 0o7777)
+        os.replace(tmp, p)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return True
