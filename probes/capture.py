@@ -122,6 +122,7 @@ def run_capture(probe, backend, mode, env_kind="clean"):
         "backend": backend,
         "mode": mode,
         "env": env_kind,
+        "argv": argv,
         "outcome": outcome,
         "exit_code": code,
         "signal": classify.signal_name(-code) if code is not None and code < 0 else None,

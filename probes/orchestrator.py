@@ -273,10 +273,13 @@ class Probe(object):
         nvidia = bool(gpu.get("nvidia_devices"))
         timed_out = proc["timed_out"] and result is None
         cls = classify.classify_start(result, proc["exit_code"], timed_out, nvidia)
+        call = "proton.start(%r, backend=%r%s)" % ("proton", backend, "" if mode is None else ", mode=%r" % mode)
         entry = {
             "backend": backend,
             "mode": mode,
             "env": env_kind,
+            "call": call,
+            "argv": proc["argv"],
             "stub": stub is not None,
             "outcome": cls["outcome"],
             "rule": cls["rule"],

@@ -129,6 +129,8 @@ class ModeResult(Strict):
     backend: str
     mode: str | None
     env: EnvKind
+    call: str
+    argv: list[str]
     stub: bool
     outcome: Outcome
     rule: str | None
@@ -199,6 +201,7 @@ class CaptureResult(Strict):
     backend: str | None
     mode: str | None
     env: EnvKind
+    argv: list[str]
     outcome: Outcome
     exit_code: int | None
     signal: str | None
