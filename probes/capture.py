@@ -3,6 +3,7 @@
 import hashlib
 import json
 import os
+import pkgutil
 import sys
 
 from . import outcomes as O
@@ -81,7 +82,11 @@ def run_capture(probe, backend, mode, env_kind="clean"):
     d = probe._next("capture")
     name = os.path.join(d, "gelu")
     result_path = os.path.join(d, "gelu-result.json")
-    argv = [sys.executable, probe.bundle, "gelu", "--size", str(probe.opts.capture_size),
+    # A real file, not a zip member: @triton.jit reads the kernel's source.
+    script = os.path.join(d, "gelu.py")
+    with open(script, "wb") as f:
+        f.write(pkgutil.get_data("probes", "gelu.py"))
+    argv = [sys.executable, script, "--size", str(probe.opts.capture_size),
             "--iters", str(probe.opts.capture_iters), "--name", name, "--result", result_path]
     if backend is not None:
         argv += ["--backend", backend]
@@ -110,7 +115,18 @@ def run_capture(probe, backend, mode, env_kind="clean"):
     elif code is not None and code < 0:
         outcome = O.CRASH
     elif code == 0 and res.get("outcome") == "ok":
-        outcome = O.OK
+        if backend is None:
+            outcome = O.OK  # no capture was asked for: the kernel ran and passed
+        elif artifact is None or artifact.get("metrics") is None:
+            outcome = O.ERROR  # the payload passed but left no readable capture
+            res.setdefault("message", "the payload passed but Proton left no readable .hatchet (%s)" % (
+                (artifact or {}).get("parse_error") or "no file"))
+        elif artifact["metrics"]["kernel_count"] == 0:
+            outcome = O.EMPTY_CAPTURE
+            res.setdefault("message", "the payload passed and Proton wrote %s, but it records no kernel" % (
+                artifact["file"]))
+        else:
+            outcome = O.OK
     elif code == 1 and res.get("outcome") == "self_check_failed":
         outcome = O.SELF_CHECK_FAILED
     elif code == 2 and res.get("outcome") in O.OUTCOMES:

@@ -80,6 +80,8 @@ def cmd_probe(argv, bundle):
     p.add_argument("--artifacts-dir", default=None, help="copy .hatchet captures here")
     p.add_argument("--only", action="append", default=[], metavar="BACKEND[:MODE]",
                    help="check only these (backend, mode) pairs")
+    p.add_argument("--no-fork", action="store_true",
+                   help="start a fresh interpreter for every check (no zygote)")
     p.add_argument("--output", "-o", default=None, help="write the report here instead of stdout")
     args = p.parse_args(argv)
 
@@ -101,6 +103,7 @@ def cmd_probe(argv, bundle):
             prebuilt_stubs=prebuilt,
             keep_artifacts_dir=args.artifacts_dir,
             grid=grid,
+            fork=not args.no_fork,
         )
         report = orchestrator.Probe(bundle, src, opts).run()
         report["probe"]["argv"] = ["probe"] + list(argv)

@@ -25,6 +25,7 @@ ERROR = "error"  # not recognised: the raw message is kept, nothing is guessed
 # Capture-only outcomes (GELU payload, issue 6).
 SELF_CHECK_FAILED = "self_check_failed"  # kernel ran, result wrong (payload exit 1)
 HANG_AFTER_CAPTURE = "hang_after_capture"  # capture written, process never exited
+EMPTY_CAPTURE = "empty_capture"  # payload passed, Proton wrote a capture with no kernel records
 
 OUTCOMES = (
     OK,
@@ -39,6 +40,7 @@ OUTCOMES = (
     ERROR,
     SELF_CHECK_FAILED,
     HANG_AFTER_CAPTURE,
+    EMPTY_CAPTURE,
 )
 
 # Status of one environment fact.

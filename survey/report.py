@@ -30,6 +30,7 @@ Outcome = Literal[
     "error",
     "self_check_failed",
     "hang_after_capture",
+    "empty_capture",
 ]
 Backend = Literal["cupti", "roctracer", "rocprofiler", "instrumentation"]
 FactStatus = Literal["found", "absent", "failed"]

@@ -1,0 +1,81 @@
+#!/usr/bin/env python3
+"""Probe wall time against its floor, as ratios measured in one run.
+
+The floor is one ``python -c "import triton.profiler"`` in the same environment:
+the least any check of Proton can cost. The probe runs every check (facts,
+registry, CLI, libraries, 14 ``proton.start`` checks, stub reruns) in processes
+of their own; this reports its wall time over the floor, with and without the
+zygote, for each ``--jobs`` value, and how many interpreters it started.
+
+    python bench/bench_probe.py --python /path/to/venv/bin/python [--jobs 1,2] [--repeat 5]
+
+Standard library only (it also runs on machines without proton-survey's deps).
+"""
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+
+from probes import bundle  # noqa: E402
+
+
+def timed(argv, env=None):
+    t0 = time.perf_counter()
+    proc = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+    dt = time.perf_counter() - t0
+    if proc.returncode not in (0, 3):
+        raise SystemExit("failed (%s): %s\n%s" % (proc.returncode, argv, proc.stderr.decode()[-2000:]))
+    return dt, proc.stdout
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--python", default=sys.executable)
+    ap.add_argument("--jobs", default=None, help="comma-separated --jobs values (default: 1 and the cores)")
+    ap.add_argument("--repeat", type=int, default=5)
+    ap.add_argument("--output", default=None, help="also write the figures as JSON here")
+    args = ap.parse_args()
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    jobs = [int(j) for j in args.jobs.split(",")] if args.jobs else sorted({1, 2, cores})
+    work = tempfile.mkdtemp(prefix="bench-probe-")
+    zp = bundle.write(os.path.join(work, "probe.zip"))
+
+    timed([args.python, "-c", "import triton.profiler"])  # warm the page cache
+    floor = statistics.median(timed([args.python, "-c", "import triton.profiler"])[0] for _ in range(args.repeat))
+    results = {"python": args.python, "cores": cores, "floor_s": round(floor, 4), "runs": []}
+    print("floor (python -c 'import triton.profiler'): %.3f s   cores: %d" % (floor, cores))
+    print("%-6s %-8s %10s %8s %14s" % ("jobs", "zygote", "probe (s)", "ratio", "interpreters"))
+    for j in jobs:
+        for fork in (True, False):
+            argv = [args.python, zp, "probe", "--no-auto-capture", "--jobs", str(j), "-o", os.path.join(work, "r.json")]
+            if not fork:
+                argv.append("--no-fork")
+            times = []
+            for _ in range(args.repeat):
+                dt, _ = timed(argv)
+                times.append(dt)
+            with open(os.path.join(work, "r.json")) as f:
+                rep = json.load(f)
+            med = statistics.median(times)
+            row = {"jobs": j, "zygote": fork, "probe_s": round(med, 4), "ratio": round(med / floor, 2),
+                   "interpreters_started": rep["probe"]["interpreters_started"],
+                   "forked_checks": rep["probe"].get("forked_checks", 0),
+                   "checks": len(rep["modes"])}
+            results["runs"].append(row)
+            print("%-6d %-8s %10.3f %7.1fx %14d" % (j, "yes" if fork else "no", med, med / floor,
+                                                   row["interpreters_started"]))
+    if args.output:
+        with open(args.output, "w") as f:
+            json.dump(results, f, indent=1)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
