@@ -6,8 +6,8 @@ import os
 import pkgutil
 import sys
 
-from . import outcomes as O
 from . import classify, runner
+from . import outcomes as O
 
 ARTIFACT_EMBED_LIMIT = 2 * 1024 * 1024  # bytes of .hatchet kept inside the report
 
@@ -20,7 +20,7 @@ def parse_hatchet(data):
     """
     db = json.loads(data)
     root = db[0] if isinstance(db, list) and db else db
-    kernels = {}
+    kernels = {}  # type: dict
 
     def timed(node):
         return isinstance(node, dict) and "time (ns)" in (node.get("metrics") or {})
@@ -85,7 +85,7 @@ def run_capture(probe, backend, mode, env_kind="clean"):
     # A real file, not a zip member: @triton.jit reads the kernel's source.
     script = os.path.join(d, "gelu.py")
     with open(script, "wb") as f:
-        f.write(pkgutil.get_data("probes", "gelu.py"))
+        f.write(pkgutil.get_data("probes", "gelu.py") or b"")
     argv = [sys.executable, script, "--size", str(probe.opts.capture_size),
             "--iters", str(probe.opts.capture_iters), "--name", name, "--result", result_path]
     if backend is not None:

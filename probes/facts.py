@@ -123,7 +123,7 @@ def _metadata():
 def distributions():
     """All installed distributions: name -> (version, location)."""
     md = _metadata()
-    found = {}
+    found = {}  # type: dict
     if md is None:
         return found
     for dist in md.distributions():
@@ -211,7 +211,7 @@ def torch_fact(dists):
                 for t in targets:
                     if isinstance(t, ast.Name) and t.id in ("__version__", "cuda", "hip", "git_version", "xpu"):
                         try:
-                            values[t.id] = ast.literal_eval(node.value)
+                            values[t.id] = ast.literal_eval(node.value) if node.value is not None else None
                         except ValueError:
                             values[t.id] = None
     except (OSError, SyntaxError) as exc:
@@ -325,8 +325,8 @@ def site_dirs():
 
 def gather(environ):
     """All static facts, each guarded so one failure cannot lose the others."""
-    out = {}
-    dists = {}
+    out = {}  # type: dict
+    dists = {}  # type: dict
     try:
         dists = distributions()
     except Exception as exc:  # pragma: no cover - defensive

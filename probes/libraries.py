@@ -86,7 +86,7 @@ def ldconfig_entries():
 
 def search_dirs(environ, rocm, site_dirs, triton_dir):
     """(where, directory) pairs to look in, in the order a user would care about."""
-    dirs = []
+    dirs = []  # type: list
 
     def add(where, d):
         if d and os.path.isdir(d) and all(d != x[1] for x in dirs):
@@ -160,7 +160,8 @@ def describe_fix(name, loads, found, knobs_present):
         d = os.path.dirname(v["path"])
         if have_dir and have_file:
             return ("only versioned files exist (%s); Proton asks for the unversioned %s. "
-                    "Set %s=%s and %s=%s" % (", ".join(c["path"] for c in versioned), name, dir_knob, d, file_knob, v["file"]))
+                    "Set %s=%s and %s=%s" % (", ".join(c["path"] for c in versioned), name, dir_knob, d,
+                                             file_knob, v["file"]))
         how = "set %s to a directory holding it" % dir_knob if have_dir else "put that directory on LD_LIBRARY_PATH"
         return ("only versioned files exist (%s); Proton dlopens the unversioned %s. "
                 "Create it as a link, e.g. `ln -s %s <dir>/%s`, and %s" % (

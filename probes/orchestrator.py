@@ -17,8 +17,7 @@ import threading
 import time
 from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 
-from . import PROBE_VERSION, SCHEMA_VERSION
-from . import classify, facts, libraries, runner, stubs
+from . import PROBE_VERSION, SCHEMA_VERSION, classify, facts, libraries, runner, stubs
 from . import outcomes as O
 
 INSPECT_SECTIONS = ("triton", "registry", "knobs", "cli", "libraries")
@@ -388,7 +387,7 @@ class Probe(object):
         inherited = [v for v in self.facts["variables"] if v["controlled"]]
         grid = self.opts.grid or O.mode_grid()
         pool = ThreadPoolExecutor(max_workers=max(1, self.opts.jobs))
-        stub_box = {}
+        stub_box = {}  # type: dict
         stub_thread = None
         if self.opts.stubs:
             stub_thread = threading.Thread(target=self._prepare_stubs, args=(stub_box,))
@@ -454,9 +453,9 @@ class Probe(object):
         # Captures: every (backend, mode) found working, plus those asked for.
         wanted = []
         if self.opts.capture_all:
-            for e in entries:
-                if e["outcome"] == O.OK and not e["stub"] and e["env"] == "clean":
-                    wanted.append((e["backend"], e["mode"]))
+            for entry in entries:
+                if entry["outcome"] == O.OK and not entry["stub"] and entry["env"] == "clean":
+                    wanted.append((entry["backend"], entry["mode"]))
         for b, m in self.opts.captures:
             if (b, m) not in wanted:
                 wanted.append((b, m))
@@ -479,7 +478,8 @@ class Probe(object):
                 os.path.join(self.source_dir, "stubs"), self.opts.prebuilt_stubs, self.work, self.environ
             )
         except Exception as e:  # never lose the report to the stub build
-            box["stubs"] = {"status": "failed", "reason": "%s: %s" % (type(e).__name__, e), "libraries": [], "dir": None}
+            box["stubs"] = {"status": "failed", "reason": "%s: %s" % (type(e).__name__, e), "libraries": [],
+                            "dir": None}
 
     def _assemble_inspect(self, report, inspect_data, lib_specs):
         proc, done, begun = inspect_data
@@ -549,7 +549,8 @@ class Probe(object):
     def _libraries(self, lib_section, lib_specs, knob_vars):
         results = {r["name"]: r for r in lib_section.get("results", [])}
         tri = self.facts.get("triton", {})
-        dirs = libraries.search_dirs(self.environ, self.facts.get("rocm", {}), facts.site_dirs(), tri.get("package_dir"))
+        dirs = libraries.search_dirs(self.environ, self.facts.get("rocm", {}), facts.site_dirs(),
+                                     tri.get("package_dir"))
         ld = libraries.ldconfig_entries()
         rows = []
         for spec in lib_specs:

@@ -84,7 +84,7 @@ def run(argv, env, timeout, cwd=None, counter=None, stdin_data=None, on_timeout=
             }
         timed_out = False
         try:
-            if stdin_data is not None:
+            if stdin_data is not None and proc.stdin is not None:
                 try:
                     proc.stdin.write(stdin_data)
                 except BrokenPipeError:

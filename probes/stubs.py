@@ -79,7 +79,8 @@ def prepare(source_dir, prebuilt_dir, work_dir, environ):
             os.makedirs(out_dir, exist_ok=True)
             for n in names:
                 shutil.copy2(os.path.join(prebuilt_dir, n), os.path.join(out_dir, n))
-            return {"status": "found", "how": "prebuilt by the host", "dir": out_dir, "libraries": names, "machine": machine}
+            return {"status": "found", "how": "prebuilt by the host", "dir": out_dir, "libraries": names,
+                    "machine": machine}
     cc = find_compiler(environ)
     if cc is None:
         return {

@@ -62,7 +62,7 @@ def _mapped_stubs():
 def inspect(args, out):
     """Sections that cannot disturb each other share this one process."""
     sections = args["sections"]
-    state = {}
+    state = {}  # type: dict
     for name in sections:
         out.emit({"begin": name})
         t0 = time.time()
@@ -162,7 +162,7 @@ def _section_cli(args, state):
         raise _ParserCaught()
 
     saved_argv = sys.argv
-    argparse.ArgumentParser.parse_known_args = capture
+    argparse.ArgumentParser.parse_known_args = capture  # type: ignore[method-assign]
     sys.argv = ["proton", "--help"]
     try:
         try:
@@ -172,7 +172,7 @@ def _section_cli(args, state):
         except SystemExit as e:
             return {"status": "failed", "error": "the proton CLI exited (%s) before parsing" % e.code}
     finally:
-        argparse.ArgumentParser.parse_known_args = original
+        argparse.ArgumentParser.parse_known_args = original  # type: ignore[method-assign]
         sys.argv = saved_argv
     parser = captured.get("parser")
     if parser is None:

@@ -58,7 +58,7 @@ def serve(req_fd, resp_fd):
         return 1
     send({"ready": True, "import_s": round(time.time() - t0, 4)})
 
-    children = {}
+    children = {}  # type: dict
     buf = b""
     eof = False
     while not eof or children:

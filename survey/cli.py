@@ -7,12 +7,16 @@ import sys
 from pathlib import Path
 from typing import Annotated, Any, Optional
 
-import click
 import typer
 from rich.console import Console
 from rich.markup import escape
 from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 from rich.table import Table
+
+try:  # Typer >= 0.20 vendors click
+    from typer._click.exceptions import UsageError
+except ImportError:  # pragma: no cover
+    from click.exceptions import UsageError  # type: ignore[assignment]
 
 from db.store import NewerDatabaseError, Store, StoreError
 from survey import catalog as catalog_mod
@@ -26,12 +30,13 @@ app = typer.Typer(
     rich_markup_mode="rich",
     help="Measure which Proton backends and modes work in which environment, and keep the evidence.",
 )
-out = Console()
-err = Console(stderr=True)
+out = Console(soft_wrap=True)
+err = Console(stderr=True, soft_wrap=True)
 
 DbOpt = Annotated[
     Optional[str],
-    typer.Option("--db", envvar="SURVEY_DB", help="SQLAlchemy URL (default: SQLite under ~/.local/share/proton-survey)"),
+    typer.Option("--db", envvar="SURVEY_DB",
+                 help="SQLAlchemy URL (default: SQLite under ~/.local/share/proton-survey)"),
 ]
 TimeoutOpt = Annotated[float, typer.Option("--timeout", help="seconds for each check inside the probe")]
 
@@ -325,12 +330,13 @@ def schema(
 
 
 def main() -> None:
+    command = typer.main.get_command(app)
     try:
-        rv = app(standalone_mode=False)
-    except click.UsageError as e:
+        rv = command.main(args=sys.argv[1:], prog_name="survey", standalone_mode=False)
+    except UsageError as e:
         e.show()
         sys.exit(exitcodes.USAGE)
-    except click.exceptions.Abort:
+    except typer.Abort:
         err.print("aborted")
         sys.exit(130)
     except SurveyError as e:

@@ -463,6 +463,11 @@ def check_run(s: Session, run: m.Run, target: str, backend: str, mode: str | Non
         return res
     if v.outcome == O.OK:
         cap = next((c for c in run.captures if c.backend == backend and c.mode == base_mode), None)
+        if cap is not None and cap.outcome == O.EMPTY_CAPTURE:
+            res.reason = ("proton.start() succeeded here, but the GELU capture recorded no kernel "
+                          f"({cap.message}); whether your run's capture will hold data is not established")
+            res.fix = "check that your kernels give this backend something to record"
+            return res
         if cap is not None and cap.outcome != O.OK:
             res.exit_code, res.verdict = cannot, "cannot_run"
             res.reason = f"proton.start() works but the GELU capture did not: {cap.outcome} ({cap.message})"
@@ -473,13 +478,14 @@ def check_run(s: Session, run: m.Run, target: str, backend: str, mode: str | Non
             f" and a GELU capture recorded {cap.kernel_count} kernel launches" if cap is not None else "")
         return res
     if v.outcome == O.NO_GPU:
-        res.reason = (f"probed where there is no GPU; the backend is present and "
-                      f"{'the mode is accepted (stub-derived)' if v.verdict == 'accepted' else 'whether the mode is accepted is unknown'}")
+        mode_known = ("the mode is accepted (stub-derived)" if v.verdict == "accepted"
+                      else "whether the mode is accepted is unknown")
+        res.reason = f"probed where there is no GPU; the backend is present and {mode_known}"
         res.fix = "probe on a GPU host (`survey probe` there, then `survey ingest` the report)"
         return res
     if v.outcome in (O.CRASH, O.TIMEOUT, O.ERROR):
         res.exit_code, res.verdict = cannot, "cannot_run"
-        res.reason = f"proton.start() {v.reason}"
+        res.reason = f"proton.start(): {v.reason}"
         res.fix = None
         return res
     res.reason = v.reason

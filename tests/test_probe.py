@@ -274,7 +274,7 @@ def _versioned_only_dir(tmp_path: Path) -> Path:
 @pytest.mark.integration
 @pytest.mark.parametrize("version", ["3.8.0", "3.9.0"])
 def test_versioned_only_soname_is_found_and_the_fix_works(tmp_path: Path, version: str, request) -> None:
-    venv = request.getfixturevalue("venv_%s" % version.replace(".", ""))
+    venv = request.getfixturevalue("venv_" + version.replace(".", ""))
     libdir = _versioned_only_dir(tmp_path)
     r = run_probe(venv.python, ["probe", "--timeout", "60", "--only", "rocprofiler:periodic_flushing"],
                   extra_env={"LD_LIBRARY_PATH": str(libdir)})[0]

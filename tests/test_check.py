@@ -1,0 +1,149 @@
+"""`survey check`: exit 0 / 2 / 3 with reason and fix, from real evidence; recipes;
+`survey diff`."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from survey import evidence, exitcodes
+from survey import recipe as recipe_mod
+from survey.errors import RecipeError
+from survey.ingest import ingest
+from tests.conftest import report_bytes
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture
+def gpu_store(filled_store):
+    with filled_store.session() as s:
+        ingest(s, report_bytes("h200-triton-3.6.0.json"), candidate="h200", label="H200", position=5)
+    return filled_store
+
+
+def check(store, target: str, backend: str, mode: str | None = None) -> evidence.CheckResult:
+    with store.session() as s:
+        run = evidence.latest_complete(s, evidence.get_candidate(s, target).id)
+        return evidence.check_run(s, run, target, backend, mode)
+
+
+def test_backend_absent_names_the_releases_that_have_it(gpu_store) -> None:
+    r = check(gpu_store, "triton-3.7.1", "rocprofiler")
+    assert r.exit_code == exitcodes.CANNOT_RUN
+    assert "has no `rocprofiler` backend" in r.reason
+    assert r.fix == "builds with it (measured): triton-3.8.0 (Triton 3.8.0), triton-3.9.0 (Triton 3.9.0)"
+
+
+def test_mode_refused_from_the_stub_is_said_to_be_stub_derived(gpu_store) -> None:
+    r = check(gpu_store, "triton-3.8.0", "rocprofiler", "pcsampling")
+    assert r.exit_code == exitcodes.CANNOT_RUN
+    assert "answer from a stub library" in r.reason and "unsupported mode" in r.reason
+    assert r.fix == "no surveyed build accepts that mode yet"
+    assert any("librocprofiler-sdk.so" in d for d in r.details)
+
+
+def test_library_missing_gives_the_library_fix(gpu_store) -> None:
+    r = check(gpu_store, "triton-3.8.0", "rocprofiler", "periodic_flushing")
+    assert r.exit_code == exitcodes.CANNOT_RUN
+    assert "could not load `librocprofiler-sdk.so`" in r.reason
+    assert "with the library in place this build accepts the mode (stub-derived)" in r.details
+
+
+def test_no_gpu_is_not_enough_evidence(gpu_store) -> None:
+    r = check(gpu_store, "triton-3.8.0", "cupti")
+    assert r.exit_code == exitcodes.NOT_ENOUGH_EVIDENCE
+    assert "no GPU" in r.reason and "survey ingest" in r.fix
+
+
+def test_gpu_evidence_says_it_runs(gpu_store) -> None:
+    r = check(gpu_store, "h200", "cupti", "pcsampling")
+    assert r.exit_code == exitcodes.OK
+    assert "50 kernel launches" in r.reason
+    assert check(gpu_store, "h200", "cupti", "periodic_flushing").exit_code == exitcodes.CANNOT_RUN
+    # an empty capture does not prove the backend useless, nor useful
+    r = check(gpu_store, "h200", "instrumentation")
+    assert r.exit_code == exitcodes.NOT_ENOUGH_EVIDENCE and "recorded no kernel" in r.reason
+    # mode options are not checked, the base mode is
+    r = check(gpu_store, "h200", "cupti", "pcsampling:interval=100")
+    assert r.exit_code == exitcodes.OK and "answering for `pcsampling`" in r.details[0]
+
+
+def test_crash_is_cannot_run(gpu_store) -> None:
+    # 3.7.1's cupti+periodic_flushing is undefined behaviour: whatever it did, it did not start
+    r = check(gpu_store, "triton-3.7.1", "cupti", "periodic_flushing")
+    assert r.exit_code in (exitcodes.CANNOT_RUN, exitcodes.NOT_ENOUGH_EVIDENCE)
+    assert r.outcome in ("crash", "error", "no_gpu")
+
+
+def write_recipe(tmp_path: Path, block: str) -> Path:
+    p = tmp_path / "recipe.yaml"
+    p.write_text("name: gelu\nproton:\n" + block)
+    return p
+
+
+@pytest.mark.parametrize("block,field", [
+    ("  backend: rocprofiler\n  backend_mode: pcsampling\n  instrumentation_mode: default\n", "proton.backend_mode"),
+    ("  backend: auto\n  backend_mode: pcsampling\n", "proton.backend"),
+    ("  backend_mode: pcsampling\n", "proton.backend"),
+    ("  backend: roctracer\n  backend_mode: pcsampling\n", "proton.backend_mode"),
+    ("  backend: rocprofiler\n  backend_mode: sometimes\n", "proton.backend_mode"),
+    ("  backend: cupti\n  instrumentation_mode: default\n", "proton.instrumentation_mode"),
+    ("  backend: nvtx\n", "proton.backend"),
+])
+def test_recipe_rules(tmp_path: Path, block: str, field: str) -> None:
+    with pytest.raises(RecipeError) as e:
+        recipe_mod.load(write_recipe(tmp_path, block))
+    assert e.value.field == field
+
+
+def test_recipe_check_end_to_end(gpu_store, tmp_path: Path) -> None:
+    ok = recipe_mod.load(write_recipe(tmp_path, "  backend: rocprofiler\n  backend_mode: pcsampling\n"))
+    assert (ok.backend, ok.mode) == ("rocprofiler", "pcsampling")
+    p = write_recipe(tmp_path, "  backend: rocprofiler\n  backend_mode: pcsampling\n")
+    cli = subprocess.run([sys.executable, "-m", "survey", "check", "triton-3.9.0", "--recipe", str(p), "--json",
+                          "--db", gpu_store.url], capture_output=True, text=True, cwd=ROOT)
+    assert cli.returncode == 2
+    verdict = json.loads(cli.stdout)
+    assert verdict["verdict"] == "cannot_run"
+    assert "built without rocprofiler-sdk PC sampling support" in verdict["reason"]
+    bad = write_recipe(tmp_path, "  backend: roctracer\n  backend_mode: pcsampling\n")
+    cli = subprocess.run([sys.executable, "-m", "survey", "check", "triton-3.9.0", "--recipe", str(bad), "--db",
+                          gpu_store.url], capture_output=True, text=True, cwd=ROOT)
+    assert cli.returncode == exitcodes.INPUT and "roctracer accepts only" in cli.stderr
+
+
+def test_cli_exit_codes_and_usage(gpu_store) -> None:
+    def run(*args):
+        return subprocess.run([sys.executable, "-m", "survey", "check", *args, "--db", gpu_store.url],
+                              capture_output=True, text=True, cwd=ROOT)
+
+    r = run("h200", "--backend", "cupti")
+    assert r.returncode == 0 and "will run" in r.stdout
+    assert any(f"{unit} old" in r.stdout for unit in ("seconds", "minute", "minutes", "hour", "hours", "days"))
+    assert run("triton-3.7.1", "--backend", "rocprofiler").returncode == 2
+    assert run("triton-3.8.0", "--backend", "cupti").returncode == 3
+    assert run("triton-3.8.0", "--backend", "bogus").returncode == exitcodes.INPUT
+    assert run("triton-3.8.0").returncode == exitcodes.INPUT
+    assert run("--no-such-option").returncode == exitcodes.USAGE
+
+
+def test_diff_between_candidates_and_runs(gpu_store) -> None:
+    with gpu_store.session() as s:
+        d = evidence.diff_runs(evidence.resolve_ref(s, "triton-3.7.1"), evidence.resolve_ref(s, "triton-3.8.0"))
+        assert d["fields"]["triton_version"] == {"a": "3.7.1", "b": "3.8.0"}
+        assert d["fields"]["profilers"]["a"] is None
+        changes = {c["key"]: (c["a"], c["b"]) for c in d["modes"]}
+        assert changes["rocprofiler:default"] == ("unknown_backend", "library_missing")
+        same = evidence.diff_runs(evidence.resolve_ref(s, "run:3"), evidence.resolve_ref(s, "#3"))
+        assert same["same"] is True
+    cli = subprocess.run([sys.executable, "-m", "survey", "diff", "triton-3.8.0", "triton-3.9.0", "--db",
+                          gpu_store.url], capture_output=True, text=True, cwd=ROOT)
+    assert cli.returncode == 0 and "3.8.0 -> 3.9.0" in cli.stdout
+    cli = subprocess.run([sys.executable, "-m", "survey", "diff", "triton-3.8.0", "nosuch", "--db", gpu_store.url],
+                         capture_output=True, text=True, cwd=ROOT)
+    assert cli.returncode == exitcodes.INPUT and "no candidate named 'nosuch'" in cli.stderr

@@ -1,0 +1,109 @@
+"""Ingest: all-or-nothing, duplicates add nothing, invalid input names the field."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from sqlalchemy import func, select
+
+from db import models as m
+from survey.errors import InvalidReport
+from survey.ingest import ingest
+from tests.conftest import report_bytes
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def counts(store) -> dict[str, int]:
+    with store.session() as s:
+        return {t.__tablename__: s.scalar(select(func.count()).select_from(t)) for t in
+                (m.Candidate, m.Environment, m.Run, m.Report, m.ModeRow, m.LibraryRow, m.CaptureRow)}
+
+
+def test_report_is_stored_whole_and_verbatim(store) -> None:
+    raw = report_bytes("h200-triton-3.6.0.json")
+    with store.session() as s:
+        res = ingest(s, raw, candidate="h200", label="H200, Triton 3.6.0")
+        assert res.created
+        run = s.get(m.Run, res.run_id)
+        assert run.report.raw.encode() == raw
+        assert run.triton_version == "3.6.0" and run.status == "complete" and run.host
+        data = json.loads(raw)
+        assert len(run.modes) == len(data["modes"])
+        assert len(run.libraries) == len(data["libraries"])
+        caps = {(c.backend, c.mode): c for c in run.captures}
+        assert caps[("cupti", None)].outcome == "ok" and caps[("cupti", None)].kernel_count == 50
+        assert caps[("instrumentation", None)].outcome == "empty_capture"
+
+
+def test_duplicate_adds_nothing(store) -> None:
+    raw = report_bytes("cpu-triton-3.8.0.json")
+    with store.session() as s:
+        first = ingest(s, raw)
+    before = counts(store)
+    pretty = json.dumps(json.loads(raw), indent=4).encode()  # same report, other formatting
+    with store.session() as s:
+        again = ingest(s, pretty)
+    assert (again.created, again.run_id) == (False, first.run_id)
+    assert counts(store) == before
+
+
+def test_invalid_report_writes_nothing(store) -> None:
+    with store.session() as s:
+        ingest(s, report_bytes("cpu-triton-3.7.1.json"))
+    before = counts(store)
+    data = json.loads(report_bytes("cpu-triton-3.8.0.json"))
+    del data["modes"][0]["backend"]
+    with store.session() as s, pytest.raises(InvalidReport) as e:
+        ingest(s, json.dumps(data))
+    assert e.value.field == "modes.0.backend"
+    assert counts(store) == before
+
+
+def test_cli_ingest_invalid_then_duplicate(tmp_path: Path) -> None:
+    db = f"sqlite:///{tmp_path / 's.db'}"
+    bad = tmp_path / "bad.json"
+    data = json.loads(report_bytes("cpu-triton-3.9.0.json"))
+    data["environment"]["triton"]["status"] = "maybe"
+    bad.write_text(json.dumps(data))
+    good = tmp_path / "good.json"
+    good.write_bytes(report_bytes("cpu-triton-3.9.0.json"))
+
+    def survey(*args):
+        return subprocess.run([sys.executable, "-m", "survey", *args, "--db", db], capture_output=True, text=True,
+                              cwd=ROOT)
+
+    # one bad file in the batch: nothing at all is stored
+    r = survey("ingest", str(good), str(bad))
+    assert r.returncode == 65
+    assert "environment.triton.status" in r.stderr and "nothing was stored" in r.stderr
+    r = survey("table", "--format", "json")
+    assert json.loads(r.stdout) == []
+    r = survey("ingest", str(good))
+    assert r.returncode == 0 and "stored as run #1" in r.stdout
+    r = survey("ingest", str(good))
+    assert r.returncode == 0 and "already stored as run #1" in r.stdout and "nothing added" in r.stdout
+
+
+def test_unobtainable_is_recorded_once_per_error(store) -> None:
+    """Real pip failures (nothing listens on port 9 here), stored with their text."""
+    from survey.launchers.pip import PipLauncher
+    from survey.survey_run import ProbeSettings, survey_one
+
+    def attempt(index: str):
+        launcher = PipLauncher(["proton-survey-no-such-dist==1.0"], index_url=index, pip_timeout=5)
+        return survey_one(store, "unreachable", "Unreachable index", "pip", {"pip": "triton==3.8.0"}, 0, launcher,
+                          ProbeSettings())
+
+    a = attempt("http://127.0.0.1:9/simple")
+    b = attempt("http://127.0.0.1:9/simple")
+    c = attempt("http://127.0.0.1:19/simple")
+    assert (a.status, b.status, c.status) == ("unobtainable",) * 3
+    assert a.run_id == b.run_id != c.run_id
+    with store.session() as s:
+        run = s.get(m.Run, a.run_id)
+        assert run.status == "unobtainable" and "127.0.0.1" in run.error and run.report is None

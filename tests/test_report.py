@@ -1,0 +1,56 @@
+"""The report contract: one vocabulary, a published schema kept in step, clear errors."""
+
+from __future__ import annotations
+
+import json
+import typing
+from pathlib import Path
+
+import pytest
+
+from probes import outcomes as O
+from survey import report
+from survey.report import ReportError, parse_report
+from tests.conftest import REPORTS, report_bytes
+
+SCHEMA = Path(__file__).resolve().parents[1] / "schema" / "probe-report.v1.schema.json"
+
+
+def test_vocabularies_match_the_probe() -> None:
+    assert typing.get_args(report.Outcome) == O.OUTCOMES
+    assert typing.get_args(report.Backend) == O.BACKENDS
+    assert typing.get_args(report.FactStatus) == O.FACT_STATUSES
+
+
+def test_published_schema_is_generated_from_the_model() -> None:
+    assert json.loads(SCHEMA.read_text()) == json.loads(json.dumps(report.json_schema(), sort_keys=True))
+
+
+@pytest.mark.parametrize("path", sorted(REPORTS.glob("*.json")), ids=lambda p: p.name)
+def test_every_real_report_validates(path: Path) -> None:
+    model, data = parse_report(path.read_bytes())
+    assert model.schema_version == 1
+    assert {m.outcome for m in model.modes} <= set(O.OUTCOMES)
+
+
+def test_errors_name_the_field() -> None:
+    data = json.loads(report_bytes("cpu-triton-3.8.0.json"))
+    data["modes"][3]["outcome"] = "probably_fine"
+    with pytest.raises(ReportError) as e:
+        parse_report(json.dumps(data))
+    assert e.value.field == "modes.3.outcome"
+    del data["registry"]
+    with pytest.raises(ReportError, match="registry"):
+        parse_report(json.dumps(data))
+    with pytest.raises(ReportError, match="not JSON"):
+        parse_report(b"{nope")
+    with pytest.raises(ReportError) as e:
+        parse_report(json.dumps({**json.loads(report_bytes("cpu-triton-3.8.0.json")), "schema_version": 2}))
+    assert e.value.field == "schema_version"
+
+
+def test_hash_ignores_formatting_only() -> None:
+    data = json.loads(report_bytes("cpu-triton-3.8.0.json"))
+    assert report.report_hash(data) == report.report_hash(json.loads(json.dumps(data, indent=4)))
+    data["probe"]["duration_s"] += 1
+    assert report.report_hash(data) != report.report_hash(json.loads(report_bytes("cpu-triton-3.8.0.json")))
