@@ -10,6 +10,7 @@ from db.store import Store
 from probes import PROBE_VERSION
 from survey import catalog as catalog_mod
 from survey import evidence, exitcodes
+from survey.errors import UnknownTarget
 from survey.evidence import CheckResult
 from survey.ingest import find_unchanged
 from survey.launchers import Launcher
@@ -28,6 +29,8 @@ def check_target(
     *,
     catalog_path: Path | None = None,
     timeout: float = 60.0,
+    engine: str | None = None,
+    pull: str = "missing",
     say: Callable[[str], None] = lambda _m: None,
 ) -> CheckResult:
     # 1. a candidate with evidence
@@ -44,7 +47,7 @@ def check_target(
     if entry is not None:
         position = cat.names().index(target)
         say(f"{target}: no evidence yet; probing it now")
-        launcher = make_launcher(entry)
+        launcher = make_launcher(entry, engine=engine, pull=pull)
         outcome = survey_one(store, entry.name, entry.display_label, entry.kind, entry.spec(), position, launcher,
                              ProbeSettings(timeout=timeout))
         return _after_probe(store, target, backend, mode, outcome.run_id, outcome.status, outcome.message)
@@ -54,11 +57,16 @@ def check_target(
 
         launcher = PythonLauncher(os.path.expanduser(target))
         name = f"python:{os.path.realpath(os.path.expanduser(target))}"
-    else:
+    elif any(c in target for c in "/:@"):
         from survey.launchers.image import ImageLauncher
 
-        launcher = ImageLauncher(target)
+        launcher = ImageLauncher(target, engine=engine, pull=pull)
         name = f"image:{target}"
+    else:
+        raise UnknownTarget(
+            f"{target!r} is not a stored candidate, a catalog entry, an interpreter path or an image reference",
+            hint=f"catalog entries: {', '.join(cat.names())}",
+        )
     resolved = launcher.obtain()
     with store.session() as s:
         prior = find_unchanged(s, name, resolved.identity, PROBE_VERSION)

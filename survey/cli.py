@@ -116,6 +116,8 @@ def probe(
     only: Annotated[Optional[list[str]], typer.Option("--only", help="check only BACKEND[:MODE]")] = None,
     engine: Annotated[Optional[str], typer.Option(help="container engine for --image")] = None,
     pull: Annotated[str, typer.Option(help="image pull policy: never, missing, always")] = "missing",
+    interpreter: Annotated[Optional[str], typer.Option(help="the Python inside --image (default: python3, python)")]
+    = None,
     store_it: Annotated[bool, typer.Option("--store", help="also ingest the report")] = False,
     db: DbOpt = None,
 ) -> None:
@@ -131,7 +133,7 @@ def probe(
         from survey.launchers.image import ImageLauncher
 
         assert image is not None
-        launcher = ImageLauncher(image, engine=engine, pull=pull)
+        launcher = ImageLauncher(image, engine=engine, pull=pull, python=interpreter)
     resolved = launcher.obtain()
     args = probe_run.probe_args(timeout, captures=capture or (), auto_capture=auto_capture, only=only or ())
     raw, has_triton = launcher.probe(resolved, args, probe_run.overall_timeout(timeout))
@@ -231,6 +233,8 @@ def check_cmd(
     catalog: Annotated[Optional[Path], typer.Option(help="catalog used when TARGET must be probed first")] = None,
     timeout: TimeoutOpt = 60.0,
     output_json: Annotated[bool, typer.Option("--json", help="print the verdict as JSON")] = False,
+    engine: Annotated[Optional[str], typer.Option(help="container engine when TARGET is an image")] = None,
+    pull: Annotated[str, typer.Option(help="image pull policy: never, missing, always")] = "missing",
     db: DbOpt = None,
 ) -> None:
     """Will a run with this backend and mode work in TARGET? Exit 0 yes, 2 no, 3 not enough evidence."""
@@ -250,7 +254,8 @@ def check_cmd(
         raise InputError(f"unknown backend {backend!r}; one of {', '.join(O.BACKENDS)}")
     store = open_store(db)
     result = check_mod.check_target(store, target, backend, evidence.mode_from_label(mode),
-                                    catalog_path=catalog, timeout=timeout, say=lambda m: err.print(m))
+                                    catalog_path=catalog, timeout=timeout, engine=engine, pull=pull,
+                                    say=lambda m: err.print(m, markup=False))
     if output_json:
         sys.stdout.write(json.dumps(result.as_dict(), indent=1) + "\n")
     else:

@@ -39,7 +39,7 @@ def iso(t: dt.datetime | None) -> str | None:
     if t is None:
         return None
     if t.tzinfo is None:
-        t = t.replace(tzinfo=dt.timezone.utc)
+        t = t.replace(tzinfo=dt.UTC)
     return t.isoformat(timespec="seconds")
 
 
@@ -47,8 +47,8 @@ def age_text(t: dt.datetime | None, now: dt.datetime | None = None) -> str:
     if t is None:
         return "unknown age"
     if t.tzinfo is None:
-        t = t.replace(tzinfo=dt.timezone.utc)
-    now = now or dt.datetime.now(dt.timezone.utc)
+        t = t.replace(tzinfo=dt.UTC)
+    now = now or dt.datetime.now(dt.UTC)
     secs = max(0, int((now - t).total_seconds()))
     for unit, n in (("day", 86400), ("hour", 3600), ("minute", 60)):
         if secs >= n:

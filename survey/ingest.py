@@ -39,7 +39,7 @@ def _parse_time(text: str | None) -> dt.datetime | None:
         t = dt.datetime.fromisoformat(text)
     except ValueError:
         return None
-    return t if t.tzinfo else t.replace(tzinfo=dt.timezone.utc)
+    return t if t.tzinfo else t.replace(tzinfo=dt.UTC)
 
 
 def validate(raw: bytes | str) -> tuple[Report, dict[str, Any], str]:
@@ -115,7 +115,7 @@ def environment_for(s: Session, resolved: Resolved | None, report: Report) -> m.
 
 def bump_matrix_version(s: Session) -> None:
     row = s.scalar(select(m.Meta).where(m.Meta.key == MATRIX_VERSION))
-    stamp = f"{dt.datetime.now(dt.timezone.utc).timestamp():.6f}"
+    stamp = f"{dt.datetime.now(dt.UTC).timestamp():.6f}"
     if row is None:
         s.add(m.Meta(key=MATRIX_VERSION, value=stamp))
     else:
