@@ -1,0 +1,150 @@
+"""`survey run` end to end: a real two-candidate survey (3.7.1 without the registry,
+3.8.0 with it), unchanged candidates skipped, a survey killed midway then resumed,
+the catalog's errors."""
+
+from __future__ import annotations
+
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from survey import catalog as catalog_mod
+from survey.errors import CatalogError
+
+ROOT = Path(__file__).resolve().parents[1]
+
+CATALOG = """
+[[candidate]]
+name = "triton-3.7.1"
+label = "Triton 3.7.1"
+pip = "triton==3.7.1"
+
+[[candidate]]
+name = "triton-3.8.0"
+label = "PyPI `triton` 3.8.0"
+pip = "triton==3.8.0"
+
+[[candidate]]
+name = "unreachable"
+label = "An index nobody serves"
+pip = "proton-survey-no-such-dist==1.0"
+index_url = "http://127.0.0.1:9/simple"
+"""
+
+
+def survey(db: str, *args: str, **kw) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "survey", *args, "--db", db], capture_output=True, text=True,
+                          cwd=ROOT, **kw)
+
+
+def rows(path: Path, sql: str) -> list[tuple]:
+    with sqlite3.connect(path) as c:
+        return c.execute(sql).fetchall()
+
+
+@pytest.mark.integration
+def test_two_candidate_survey_end_to_end(tmp_path: Path) -> None:
+    cat = tmp_path / "catalog.toml"
+    cat.write_text(CATALOG)
+    dbfile = tmp_path / "s.db"
+    db = f"sqlite:///{dbfile}"
+    r = survey(db, "run", "--catalog", str(cat), "--jobs", "2")
+    assert r.returncode == 0, r.stderr
+    assert "2 probed, 1 unobtainable" in r.stderr
+    table = r.stdout
+    assert "| Triton 3.7.1" in table and "backend absent" in table
+    assert "`pcsampling` refused (unsupported mode)" in table
+    assert "no evidence: unobtainable here (" in table
+    # the store holds whole runs: report + normalised rows, one per candidate
+    runs = rows(dbfile, "select r.id, c.name, r.status, r.triton_version from runs r join candidates c "
+                        "on c.id = r.candidate_id order by c.position")
+    assert [(n, s, v) for _, n, s, v in runs] == [("triton-3.7.1", "complete", "3.7.1"),
+                                                   ("triton-3.8.0", "complete", "3.8.0"),
+                                                   ("unreachable", "unobtainable", None)]
+    assert rows(dbfile, "select count(*) from reports")[0][0] == 2
+    assert rows(dbfile, "select count(*) from mode_results where run_id not in (select run_id from reports)") \
+        == [(0,)]
+    # check verdicts from the stored evidence
+    assert survey(db, "check", "triton-3.7.1", "--backend", "rocprofiler", "--catalog", str(cat)).returncode == 2
+    r = survey(db, "check", "triton-3.8.0", "--backend", "rocprofiler", "--mode", "pcsampling", "--catalog",
+               str(cat))
+    assert r.returncode == 2 and "stub" in r.stdout
+    assert survey(db, "check", "triton-3.8.0", "--backend", "cupti", "--catalog", str(cat)).returncode == 3
+    # unchanged candidates are not probed again; --force probes them again
+    r = survey(db, "run", "--catalog", str(cat), "--only", "triton-3.8.0")
+    assert "1 unchanged" in r.stderr
+    r = survey(db, "run", "--catalog", str(cat), "--only", "triton-3.8.0", "--force", "--no-table")
+    assert "1 probed" in r.stderr
+    r = survey(db, "diff", "run:2", "triton-3.8.0")
+    assert r.returncode == 0 and "a: run #2" in r.stdout
+
+
+@pytest.mark.integration
+def test_killed_survey_leaves_whole_runs_and_resumes(tmp_path: Path) -> None:
+    cat = tmp_path / "catalog.toml"
+    cat.write_text(CATALOG.split("[[candidate]]\nname = \"unreachable\"")[0])
+    dbfile = tmp_path / "k.db"
+    db = f"sqlite:///{dbfile}"
+    # jobs=1: the first candidate is stored while the second is being probed
+    proc = subprocess.Popen([sys.executable, "-m", "survey", "run", "--catalog", str(cat), "--jobs", "1",
+                             "--force", "--db", db], cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                            start_new_session=True)
+    deadline = time.time() + 600
+    while time.time() < deadline:
+        if dbfile.exists() and rows(dbfile, "select count(*) from sqlite_master where name='runs'")[0][0]:
+            if rows(dbfile, "select count(*) from runs")[0][0] >= 1:
+                break
+        time.sleep(0.05)
+    else:
+        pytest.fail("the first candidate was never stored")
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
+    # whatever was stored is whole: every run has its report and its rows
+    stored = rows(dbfile, "select id, status from runs")
+    assert stored and all(status == "complete" for _, status in stored)
+    for run_id, _ in stored:
+        assert rows(dbfile, f"select count(*) from reports where run_id = {run_id}")[0][0] == 1
+        assert rows(dbfile, f"select count(*) from mode_results where run_id = {run_id}")[0][0] >= 14
+    first = len(stored)
+    r = survey(db, "run", "--catalog", str(cat), "--jobs", "1", "--no-table")
+    assert r.returncode == 0, r.stderr
+    if first == 1:
+        assert "1 probed, 1 unchanged" in r.stderr
+    names = rows(dbfile, "select c.name from runs r join candidates c on c.id = r.candidate_id "
+                         "where r.status = 'complete' order by c.position")
+    assert sorted({n for (n,) in names}) == ["triton-3.7.1", "triton-3.8.0"]
+
+
+def test_catalog_errors_name_the_entry_and_field(tmp_path: Path) -> None:
+    bad = tmp_path / "c.toml"
+    bad.write_text('[[candidate]]\nname = "a"\npip = "triton"\nimage = "x:1"\n')
+    with pytest.raises(CatalogError, match="candidate 'a'.*exactly one of pip, python, image"):
+        catalog_mod.load(bad)
+    bad.write_text('[[candidate]]\nname = "a"\npip = "triton"\n[[candidate]]\nname = "a"\npip = "x"\n')
+    with pytest.raises(CatalogError, match="duplicate"):
+        catalog_mod.load(bad)
+    bad.write_text('[[candidate]]\nname = "a b"\npip = "triton"\n')
+    with pytest.raises(CatalogError, match="field name"):
+        catalog_mod.load(bad)
+    bad.write_text("[[candidate]\n")
+    with pytest.raises(CatalogError, match="not valid TOML"):
+        catalog_mod.load(bad)
+    r = survey(f"sqlite:///{tmp_path / 'x.db'}", "run", "--catalog", str(bad))
+    assert r.returncode == 65 and "not valid TOML" in r.stderr
+    r = survey(f"sqlite:///{tmp_path / 'x.db'}", "run", "--only", "nosuch")
+    assert r.returncode == 65 and "not in the catalog: nosuch" in r.stderr
+
+
+def test_default_catalog_holds_the_reference_candidates() -> None:
+    cat = catalog_mod.load()
+    names = cat.names()
+    for want in ("triton-3.6.0", "triton-3.7.0", "triton-3.7.1", "triton-3.8.0", "triton-3.9.0",
+                 "pytorch-rocm-nightly", "triton-main", "rocm-pytorch-rocm10.0-2.13.0"):
+        assert want in names
+    assert {e.kind for e in cat.candidate} == {"pip", "image"}
