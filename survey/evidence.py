@@ -27,12 +27,15 @@ REFUSAL_REASONS = {
 }
 
 
+NO_MODE = "none"  # the label of "no mode given"; `default` is a real instrumentation mode
+
+
 def mode_label(mode: str | None) -> str:
-    return "default" if mode is None else mode
+    return NO_MODE if mode is None else mode
 
 
 def mode_from_label(label: str | None) -> str | None:
-    return None if label in (None, "", "default", "none", "null") else label
+    return None if label in (None, "", NO_MODE, "null") else label
 
 
 def iso(t: dt.datetime | None) -> str | None:
@@ -241,7 +244,7 @@ def matrix(
             status = last.status if last is not None else "not_probed"
             rows.append({**base, "status": status, "error": last.error if last else None,
                          "date": iso(last.finished_at) if last else None, "run_id": last.id if last else None,
-                         "backend": None, "mode": None, "outcome": None, "verdict": None})
+                         "backend": None, "mode": None, "mode_arg": None, "outcome": None, "verdict": None})
             continue
         captures = {(c.backend, c.mode): c for c in complete.captures}
         prov = provenance(complete)
@@ -259,6 +262,7 @@ def matrix(
                 "triton_version": complete.triton_version,
                 "backend": v.backend,
                 "mode": mode_label(v.mode),
+                "mode_arg": v.mode,
                 "outcome": v.outcome,
                 "verdict": v.verdict,
                 "verdict_source": v.source,
@@ -286,7 +290,7 @@ def _tick(names: list[str]) -> str:
 
 
 def _modes_list(ms: list[str | None]) -> str:
-    names = [("default" if x is None else f"`{x}`") for x in ms]
+    names = [("no mode" if x is None else f"`{x}`") for x in ms]
     if len(names) <= 1:
         return "".join(names)
     return ", ".join(names[:-1]) + " and " + names[-1]
@@ -338,6 +342,30 @@ def modes_phrase(run: m.Run, backend: str = "rocprofiler") -> str:
     return "; ".join(parts)
 
 
+NETWORK_MARKERS = ("Could not resolve host", "Name or service not known", "no such host", "Connection refused",
+                   "Network is unreachable", "timed out", "Temporary failure in name resolution")
+
+
+def summarize_error(text: str | None, limit: int = 160) -> str:
+    """One line that says why, from a tool's multi-line error output."""
+    lines = [ln.strip(" │╰─>×") .strip() for ln in (text or "").splitlines()]
+    lines = [ln for ln in lines if ln]
+    for marker in NETWORK_MARKERS:
+        for ln in lines:
+            if marker in ln:
+                if len(ln) <= limit:
+                    return ln
+                end = min(len(ln), ln.index(marker) + len(marker) + limit // 3)
+                cut = ln[max(0, end - limit):end]
+                return "…" + cut[cut.find(" ") + 1:] + ("…" if end < len(ln) else "")
+    for prefix in ("fatal:", "ERROR:", "Error:", "error:"):
+        hits = [ln for ln in lines if ln.startswith(prefix) and "subprocess-exited-with-error" not in ln]
+        if hits:
+            return hits[-1][:limit]
+    rest = [ln for ln in lines if not ln.startswith("note:")]
+    return (rest[-1] if rest else "")[:limit]
+
+
 def table_rows(s: Session) -> list[dict[str, str]]:
     rows = []
     latest = latest_runs(s)
@@ -347,10 +375,9 @@ def table_rows(s: Session) -> list[dict[str, str]]:
             if last is None:
                 why = "no evidence: not yet probed"
             else:
-                first = (last.error or "").strip().splitlines()
                 what = "unobtainable here" if last.status == "unobtainable" else "the probe failed"
                 tried = (iso(last.finished_at) or "?")[:10]
-                why = f"no evidence: {what} ({(first[-1] if first else '')[:160]}), last tried {tried}"
+                why = f"no evidence: {what} ({summarize_error(last.error)}), last tried {tried}"
             rows.append({"Source": cand.label, "Triton": "—", "Proton `-b` choices": "—",
                          "`rocprofiler` modes": "—", "Evidence": why})
             continue

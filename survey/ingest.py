@@ -83,6 +83,7 @@ def upsert_candidate(
                 changed = True
         if changed:
             cand.updated_at = m.utcnow()
+            bump_matrix_version(s)
     return cand
 
 
@@ -229,6 +230,7 @@ def record_unobtainable(
         last = s.scalar(select(m.Run).where(m.Run.candidate_id == cand.id).order_by(m.Run.id.desc()).limit(1))
         if last is not None and last.status == status and last.error == error:
             last.finished_at = m.utcnow()
+            bump_matrix_version(s)  # "last tried" is part of what the matrix shows
             s.commit()
             return last.id, False
         run = m.Run(candidate=cand, status=status, source="survey", finished_at=m.utcnow(), error=error)

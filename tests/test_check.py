@@ -138,7 +138,7 @@ def test_diff_between_candidates_and_runs(gpu_store) -> None:
         assert d["fields"]["triton_version"] == {"a": "3.7.1", "b": "3.8.0"}
         assert d["fields"]["profilers"]["a"] is None
         changes = {c["key"]: (c["a"], c["b"]) for c in d["modes"]}
-        assert changes["rocprofiler:default"] == ("unknown_backend", "library_missing")
+        assert changes["rocprofiler:none"] == ("unknown_backend", "library_missing")
         same = evidence.diff_runs(evidence.resolve_ref(s, "run:3"), evidence.resolve_ref(s, "#3"))
         assert same["same"] is True
     cli = subprocess.run([sys.executable, "-m", "survey", "diff", "triton-3.8.0", "triton-3.9.0", "--db",

@@ -35,7 +35,7 @@ def test_cells_are_phrased_from_what_was_measured(filled_store) -> None:
     assert r38["`rocprofiler` modes"].startswith("`librocprofiler-sdk.so` did not load first, so no live answer")
     assert "with a stub library (not a live result)" in r38["`rocprofiler` modes"]
     assert "`pcsampling` refused (unsupported mode)" in r38["`rocprofiler` modes"]
-    assert "default and `periodic_flushing` accepted" in r38["`rocprofiler` modes"]
+    assert "no mode and `periodic_flushing` accepted" in r38["`rocprofiler` modes"]
     r39 = rows["Triton 3.9.0"]["`rocprofiler` modes"]
     assert "`pcsampling` refused (built without rocprofiler-sdk PC sampling support)" in r39
     assert rows["Triton 3.8.0"]["Evidence"].startswith("run #3, 2026-12-02")
@@ -133,6 +133,6 @@ def test_docs_without_markers_is_an_input_error(tmp_path: Path) -> None:
 def test_pivot_for_the_matrix(filled_store) -> None:
     with filled_store.session() as s:
         p = table_mod.pivot(evidence.matrix(s))
-    assert p.loc["triton-3.7.1", "rocprofiler:default"] == "unknown_backend"
+    assert p.loc["triton-3.7.1", "rocprofiler:none"] == "unknown_backend"
     assert p.loc["triton-3.8.0", "rocprofiler:pcsampling"] == "library_missing"
     assert p.loc["triton-3.8.0", "roctracer:pcsampling"] == "unsupported_mode"

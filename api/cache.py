@@ -1,0 +1,111 @@
+"""The matrix changes only when evidence arrives, so it is rendered once per
+(format, filters) and kept until ``survey.ingest`` bumps the ``matrix_version``
+meta row (it does so in the same transaction as every new run).
+
+Each cached body carries an ETag (a hash of the body); a request whose
+``If-None-Match`` names it gets 304 and no body. Clients are told to revalidate
+every time (``Cache-Control: no-cache``): the version can change at any moment.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import sqlite3
+import threading
+from collections import OrderedDict
+from collections.abc import Hashable
+from dataclasses import dataclass
+
+from sqlalchemy import text
+
+from db.store import Store
+from survey.ingest import MATRIX_VERSION
+
+NO_VERSION = "0"  # a store nothing was ever ingested into
+
+
+@dataclass(frozen=True)
+class Entry:
+    body: bytes
+    media_type: str
+    etag: str
+    status: int = 200
+
+
+def etag_for(body: bytes) -> str:
+    return '"' + hashlib.blake2b(body, digest_size=16).hexdigest() + '"'
+
+
+def etag_matches(if_none_match: str | None, etag: str) -> bool:
+    """RFC 9110 weak comparison of If-None-Match against our (strong) tag."""
+    if not if_none_match:
+        return False
+    if if_none_match.strip() == "*":
+        return True
+    for tag in if_none_match.split(","):
+        tag = tag.strip()
+        if tag.startswith("W/"):
+            tag = tag[2:]
+        if tag == etag:
+            return True
+    return False
+
+
+class MatrixCache:
+    """Rendered bodies keyed by (version, key); bounded, cleared when the version moves."""
+
+    def __init__(self, store: Store, max_entries: int = 256):
+        self.store = store
+        self.max_entries = max_entries
+        self._lock = threading.Lock()
+        self._version: str | None = None
+        self._entries: OrderedDict[Hashable, Entry] = OrderedDict()
+        self._sql = text("SELECT value FROM meta WHERE key = :key")
+        self._raw: sqlite3.Connection | None = None
+        self._raw_lock = threading.Lock()
+        url = store.engine.url
+        if url.get_backend_name() == "sqlite" and url.database and url.database != ":memory:" \
+                and not url.database.startswith("file:"):
+            # Read on every request, so skip the ORM: one autocommit connection of
+            # our own (each SELECT sees the latest commit; WAL: a writer never blocks it).
+            self._raw = sqlite3.connect(url.database, timeout=30, isolation_level=None, check_same_thread=False)
+
+    @property
+    def local(self) -> bool:
+        """Is :meth:`version` a local file read (cheap enough for the event loop)?"""
+        return self._raw is not None
+
+    def version(self) -> str:
+        """The store's matrix version now (one indexed read)."""
+        if self._raw is not None:
+            with self._raw_lock:
+                row = self._raw.execute("SELECT value FROM meta WHERE key = ?", (MATRIX_VERSION,)).fetchone()
+            value = row[0] if row else None
+        else:
+            with self.store.engine.connect() as conn:
+                value = conn.execute(self._sql, {"key": MATRIX_VERSION}).scalar()
+        return str(value) if value is not None else NO_VERSION
+
+    def close(self) -> None:
+        if self._raw is not None:
+            self._raw.close()
+            self._raw = None
+
+    def get(self, version: str, key: Hashable) -> Entry | None:
+        with self._lock:
+            if version != self._version:
+                return None
+            entry = self._entries.get(key)
+            if entry is not None:
+                self._entries.move_to_end(key)
+            return entry
+
+    def put(self, version: str, key: Hashable, entry: Entry) -> None:
+        with self._lock:
+            if version != self._version:
+                self._entries.clear()
+                self._version = version
+            self._entries[key] = entry
+            self._entries.move_to_end(key)
+            while len(self._entries) > self.max_entries:
+                self._entries.popitem(last=False)

@@ -1,0 +1,177 @@
+"""One URL per resource, many formats (datasette's convention).
+
+The bare path is the HTML page; the same path with ``.json``, ``.csv`` or ``.md``
+is that format. A view computes a :class:`Resource` once; :func:`respond` turns
+it into the format asked for. CSV and Markdown go through ``survey.table.render``
+(pandas), the same code the CLI prints with.
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import quote
+
+from fastapi import APIRouter, Request
+from starlette.responses import Response
+
+from api import render
+from survey import table as table_mod
+
+HTML = "html"
+SUFFIXES = ("json", "csv", "md")
+MEDIA_TYPES = {
+    "html": "text/html; charset=utf-8",
+    "json": "application/json",
+    "csv": "text/csv; charset=utf-8",
+    "md": "text/markdown; charset=utf-8",
+}
+# Paths that only ever answer JSON (errors there are JSON too).
+JSON_ONLY = ("/healthz", "/schema.json", "/openapi.json", "/runs")
+# No script runs on our pages, from anywhere; the evidence is shown as text.
+HTML_SECURITY = {
+    "Content-Security-Policy": "default-src 'none'; style-src 'self'; img-src 'self'; form-action 'self'; "
+    "base-uri 'none'; frame-ancestors 'none'",
+    "Referrer-Policy": "same-origin",
+}
+
+
+def wants_html(request: Request) -> bool:
+    """Is this request for an HTML page (a bare path read by a person)?"""
+    path = request.url.path
+    if request.method not in ("GET", "HEAD") or path in JSON_ONLY:
+        return False
+    last = path.rsplit("/", 1)[-1]
+    return not any(last.endswith("." + s) for s in SUFFIXES)
+
+
+def json_bytes(data: Any) -> bytes:
+    return json.dumps(data, ensure_ascii=False, indent=1, default=str).encode("utf-8") + b"\n"
+
+
+def html_response(text: str, *, status: int = 200, headers: dict[str, str] | None = None) -> Response:
+    return Response(text.encode("utf-8"), status_code=status, media_type=MEDIA_TYPES["html"],
+                    headers={**HTML_SECURITY, **(headers or {})})
+
+
+@dataclass
+class Resource:
+    """What one view found: the JSON body, the table that .csv/.md render, and
+    the template (with its context) of the HTML page."""
+
+    data: Any
+    template: str
+    context: dict[str, Any] = field(default_factory=dict)
+    rows: list[dict[str, Any]] | None = None
+    columns: list[str] | None = None
+    text: dict[str, str] = field(default_factory=dict)  # a format's body given verbatim (e.g. matrix.md)
+    status: int = 200
+
+
+def body(res: Resource, fmt: str, request: Request | None = None) -> bytes:
+    if fmt in res.text:
+        return res.text[fmt].encode("utf-8")
+    if fmt == "json":
+        return json_bytes(res.data)
+    if fmt in ("csv", "md"):
+        rows = res.rows or []
+        columns = res.columns or (list(rows[0]) if rows else [])
+        flat = [{c: _cell(r.get(c)) for c in columns} for r in rows]
+        return table_mod.render(table_mod.frame(flat, columns), fmt).encode("utf-8")
+    ctx = dict(res.context)
+    if request is not None:
+        ctx.setdefault("formats", format_links(request))
+    return render.page(res.template, ctx).encode("utf-8")
+
+
+def _cell(value: Any) -> Any:
+    if isinstance(value, (list, tuple)):
+        return "; ".join(str(v) for v in value)
+    if isinstance(value, dict):
+        return json.dumps(value, sort_keys=True)
+    return value
+
+
+def respond(request: Request, res: Resource, fmt: str) -> Response:
+    headers = HTML_SECURITY if fmt == HTML else {}
+    return Response(body(res, fmt, request), status_code=res.status, media_type=MEDIA_TYPES[fmt], headers=headers)
+
+
+def format_links(request: Request) -> dict[str, str]:
+    """The other formats of the page being rendered (same query string)."""
+    path = quote(request.scope["path"], safe="/:@")  # the decoded path (a candidate name may hold '?' or '%')
+    query = request.url.query
+    out = {}
+    for s in SUFFIXES:
+        out[s] = f"{path}.{s}" + (f"?{query}" if query else "")
+    return out
+
+
+# ------------------------------------------------------------------ routing
+FORMAT_DOC = {
+    "json": ("application/json", "the resource as JSON"),
+    "csv": ("text/csv", "the resource's table as CSV"),
+    "md": ("text/markdown", "the resource's table as Markdown"),
+}
+
+
+def add_resource(
+    router: APIRouter,
+    path: str,
+    view: Callable[..., Any],
+    *,
+    name: str,
+    summary: str,
+    formats: tuple[str, ...] = SUFFIXES,
+    json_model: Any = None,
+    errors: dict[int | str, dict[str, Any]] | None = None,
+    descriptions: dict[str, str] | None = None,
+) -> None:
+    """Route ``path`` (HTML) and ``path.<fmt>`` for each format to ``view``.
+
+    ``view(request, fmt, **params)`` returns a :class:`Resource` (or a Response);
+    its other parameters (query and path) are declared on the view and appear in
+    OpenAPI for the non-HTML routes. The suffixed routes are added first, so a
+    path parameter never swallows the suffix.
+    """
+    sig = inspect.signature(view, eval_str=True)
+    params = [p for n, p in sig.parameters.items() if n != "fmt"]
+    is_async = inspect.iscoroutinefunction(view)
+
+    for fmt in (*formats, HTML):
+        endpoint = _endpoint(view, fmt, is_async)
+        endpoint.__signature__ = sig.replace(parameters=params)  # type: ignore[attr-defined]
+        endpoint.__name__ = f"{name}_{fmt}"
+        route = path if fmt == HTML else f"{path}.{fmt}"
+        responses: dict[int | str, dict[str, Any]] = dict(errors or {})
+        if fmt == "json":
+            ok: dict[str, Any] = {"description": (descriptions or {}).get(fmt, FORMAT_DOC[fmt][1])}
+            if json_model is not None:
+                ok["model"] = json_model
+            responses[200] = ok
+        elif fmt != HTML:
+            responses[200] = {"description": (descriptions or {}).get(fmt, FORMAT_DOC[fmt][1]),
+                              "content": {FORMAT_DOC[fmt][0]: {"schema": {"type": "string"}}}}
+        router.add_api_route(
+            route, endpoint, methods=["GET"], name=f"{name}_{fmt}", include_in_schema=fmt != HTML,
+            summary=f"{summary} ({fmt})", response_model=None, responses=responses,
+            response_class=Response,
+        )
+
+
+def _endpoint(view: Callable[..., Any], fmt: str, is_async: bool) -> Callable[..., Any]:
+    if is_async:
+        async def endpoint_async(request: Request, **kwargs: Any) -> Response:
+            out = await view(request=request, fmt=fmt, **kwargs)
+            return out if isinstance(out, Response) else respond(request, out, fmt)
+
+        return endpoint_async
+
+    def endpoint(request: Request, **kwargs: Any) -> Response:
+        out = view(request=request, fmt=fmt, **kwargs)
+        return out if isinstance(out, Response) else respond(request, out, fmt)
+
+    return endpoint

@@ -1,0 +1,80 @@
+"""Jinja2 pages. Autoescape is on for every template and nothing here marks
+evidence safe: all of it (messages, stderr, paths) comes from the environments
+that were probed and is shown as text."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote, urlencode
+
+from jinja2 import Environment, FileSystemLoader, Undefined
+
+from probes import outcomes as O
+
+TEMPLATES = Path(__file__).with_name("templates")
+STATIC = Path(__file__).with_name("static")
+
+
+def q(value: Any) -> str:
+    """One URL path segment (a candidate name may hold '/' and ':')."""
+    return quote(str(value), safe="")
+
+
+def qs(**params: Any) -> str:
+    """A query string from the given parameters, leaving out empty ones."""
+    kept = {k: v for k, v in params.items() if v not in (None, "")}
+    return ("?" + urlencode(kept)) if kept else ""
+
+
+def outcome_class(outcome: Any) -> str:
+    return f"o-{outcome}" if outcome in O.OUTCOMES else "o-none"
+
+
+def day(iso: Any) -> str:
+    return str(iso)[:10] if iso else "—"
+
+
+def mode_text(mode: Any) -> str:
+    return "(no mode)" if mode is None else str(mode)
+
+
+def anchor(backend: Any, mode: Any, env: Any = None, stub: Any = False) -> str:
+    """Ids on a run page: ``check-rocprofiler-pcsampling`` for a (backend, mode)
+    check (``check-cupti``: no mode), ``mode-rocprofiler-pcsampling-clean-stub``
+    for one entry of it."""
+    if env is None:
+        text = f"check-{backend}" + ("" if mode is None else f"-{mode}")
+    else:
+        text = f"mode-{backend}-{'-' if mode is None else mode}-{env}" + ("-stub" if stub else "")
+    return "".join(c if c.isalnum() or c in "-_." else "_" for c in text)
+
+
+def capture_anchor(backend: Any, mode: Any) -> str:
+    """The id of a GELU capture on its run page: ``capture-cupti``, ``capture-cupti-pcsampling``."""
+    return "capture" + anchor(backend, mode)[len("check"):]
+
+
+def pretty(value: Any) -> str:
+    """JSON for a <pre> block: a plain string, so autoescape escapes it."""
+    return json.dumps(value, indent=1, ensure_ascii=False, sort_keys=False, default=str)
+
+
+def yesno(value: Any) -> str:
+    return {True: "yes", False: "no", None: "—"}.get(value, str(value))
+
+
+def env(undefined: type[Undefined] = Undefined) -> Environment:
+    e = Environment(loader=FileSystemLoader(str(TEMPLATES)), autoescape=True, undefined=undefined,
+                    trim_blocks=True, lstrip_blocks=True, auto_reload=False)
+    e.filters.update(q=q, outcome_class=outcome_class, day=day, mode_text=mode_text, pretty=pretty, yesno=yesno)
+    e.globals.update(qs=qs, anchor=anchor, capture_anchor=capture_anchor, OUTCOMES=O.OUTCOMES, BACKENDS=O.BACKENDS)
+    return e
+
+
+_env = env()
+
+
+def page(template: str, context: dict[str, Any]) -> str:
+    return _env.get_template(template).render(**context)

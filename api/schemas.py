@@ -1,0 +1,111 @@
+"""Response models, for the OpenAPI document (``/docs``, ``/openapi.json``).
+
+Bodies are built as plain dicts by the views (most mirror ``survey.evidence``);
+these models describe them. Evidence fields are open (``extra="allow"``): their
+shape is the probe report's, see ``/schema.json``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class Open(BaseModel):
+    model_config = ConfigDict(extra="allow")
+
+
+class ErrorBody(BaseModel):
+    status: int = Field(description="the HTTP status, repeated")
+    code: str = Field(description="a stable machine-readable code: not_found, invalid_report, unauthorized, ...")
+    message: str
+    field: str | None = Field(None, description="the failing field, dotted (modes.3.outcome), when there is one")
+    hint: str | None = Field(None, description="what to do about it, when known")
+
+
+class ErrorResponse(BaseModel):
+    error: ErrorBody
+
+
+ERRORS: dict[int | str, dict[str, Any]] = {
+    404: {"model": ErrorResponse, "description": "no such resource"},
+    422: {"model": ErrorResponse, "description": "a parameter is invalid (`field` names it)"},
+}
+
+
+class MatrixRow(Open):
+    candidate: str
+    label: str
+    kind: str
+    status: str = Field(description="measured | unobtainable | failed | not_probed")
+    backend: str | None = None
+    mode: str | None = Field(None, description="the mode's label; `none` is no mode")
+    mode_arg: str | None = Field(None, description="the `mode=` given to proton.start (null: none given)")
+    outcome: str | None = None
+    verdict: str | None = Field(None, description="accepted | refused | absent | unknown")
+    verdict_source: str | None = Field(None, description="live | stub (stub-derived, never live) | null")
+    date: str | None = Field(None, description="when the evidence was recorded (ISO 8601)")
+    run_id: int | None = None
+    evidence: str | None = Field(None, description="path of the run the row comes from")
+
+
+class MatrixResponse(BaseModel):
+    matrix_version: str
+    filters: dict[str, str | None]
+    count: int
+    rows: list[MatrixRow]
+
+
+class CandidatesResponse(BaseModel):
+    candidates: list[Open]
+
+
+class CandidateResponse(BaseModel):
+    candidate: Open
+    latest: Open | None
+    last_attempt: Open | None
+    runs: list[Open]
+
+
+class RunResponse(BaseModel):
+    run: Open
+    provenance: Open | None
+    verdicts: list[Open]
+    environment: Open | None
+    report: dict[str, Any] | None = Field(description="the probe report as stored, parsed (see /schema.json)")
+
+
+class CheckResponse(BaseModel):
+    exit_code: int = Field(description="what `survey check` exits with: 0 runs, 2 cannot run, 3 not enough evidence")
+    verdict: str = Field(description="runs | cannot_run | not_enough_evidence")
+    reason: str
+    fix: str | None
+    target: str
+    backend: str
+    mode: str | None
+    run_id: int | None
+    evidence_date: str | None
+    evidence_age: str | None
+    outcome: str | None
+    details: list[str]
+    candidate: str | None = Field(None, description="the stored candidate that answered")
+
+
+class DiffResponse(Open):
+    a: Open
+    b: Open
+    same: bool
+
+
+class UploadResponse(BaseModel):
+    run_id: int
+    created: bool = Field(description="false: this exact report was already stored (nothing was added)")
+    candidate: str
+    url: str
+
+
+class Health(BaseModel):
+    status: str
+    schema_revision: str
+    matrix_version: str

@@ -1,0 +1,744 @@
+"""The HTTP service, called over HTTP (httpx through the ASGI transport) on real
+evidence: the probe reports of tests/fixtures/reports. Every endpoint and format,
+the shared error format, uploads (auth, limits, invalid reports, duplicates),
+filters, ETag/304, and reads while a writer holds the database."""
+
+from __future__ import annotations
+
+import copy
+import csv
+import functools
+import io
+import json
+import re
+import sqlite3
+from collections.abc import AsyncIterator, Iterator
+from html.parser import HTMLParser
+from typing import Any
+from urllib.parse import quote
+
+import anyio.from_thread
+import httpx
+import pytest
+from typer.testing import CliRunner
+
+from api.app import create_app
+from api.matrix import COLUMNS
+from db import models as m
+from db.store import Store
+from probes import outcomes as O
+from survey import evidence, exitcodes
+from survey.check import check_target
+from survey.cli import app as cli_app
+from survey.ingest import ingest
+from survey.launchers.python import PythonLauncher
+from survey.report import json_schema
+from survey.survey_run import ProbeSettings, survey_one
+from tests.conftest import report_bytes
+
+TOKEN = "s3cret-token"
+VERSIONS = ("3.6.0", "3.7.1", "3.8.0", "3.9.0")
+
+
+class Client:
+    """Sync calls into an async httpx client over the app (anyio portal)."""
+
+    def __init__(self, portal: Any, app: Any):
+        self.portal = portal
+        self.http = httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://testserver")
+
+    def request(self, method: str, url: str, **kw: Any) -> httpx.Response:
+        return self.portal.call(functools.partial(self.http.request, method, url, **kw))
+
+    def get(self, url: str, **kw: Any) -> httpx.Response:
+        return self.request("GET", url, **kw)
+
+    def upload(self, body: Any, token: str | None = TOKEN, **kw: Any) -> httpx.Response:
+        headers = dict(kw.pop("headers", {}))
+        if token is not None:
+            headers["Authorization"] = f"Bearer {token}"
+        return self.request("POST", "/runs", content=body, headers=headers, **kw)
+
+
+@pytest.fixture
+def portal() -> Iterator[Any]:
+    with anyio.from_thread.start_blocking_portal() as p:
+        yield p
+
+
+@pytest.fixture
+def make_client(portal: Any) -> Iterator[Any]:
+    clients: list[Client] = []
+
+    def make(store: Store, **kw: Any) -> Client:
+        c = Client(portal, create_app(store, **kw))
+        clients.append(c)
+        return c
+
+    yield make
+    for c in clients:
+        portal.call(c.http.aclose)
+
+
+@pytest.fixture
+def client(filled_store: Store, make_client: Any) -> Client:
+    return make_client(filled_store, token=TOKEN)
+
+
+def run_ids(store: Store) -> dict[str, int]:
+    with store.session() as s:
+        return {c.name: evidence.latest_complete(s, c.id).id for c in evidence.candidates(s)}  # type: ignore[union-attr]
+
+
+def run_count(store: Store) -> int:
+    with store.session() as s:
+        return len(s.query(m.Run).all())
+
+
+def assert_error(r: httpx.Response, status: int, code: str, field: str | None = None) -> dict[str, Any]:
+    assert r.status_code == status, r.text
+    assert r.headers["content-type"] == "application/json"
+    body = r.json()
+    assert set(body) == {"error"}
+    err = body["error"]
+    assert set(err) == {"status", "code", "message", "field", "hint"}
+    assert err["status"] == status and err["code"] == code and err["field"] == field, err
+    assert err["message"]
+    return err
+
+
+class Text(HTMLParser):
+    """The text a person sees (entities decoded), and the matrix cells."""
+
+    def __init__(self, html: str):
+        super().__init__()
+        self.parts: list[str] = []
+        self.cells: list[dict[str, Any]] = []
+        self.scripts = 0
+        self._cell: dict[str, Any] | None = None
+        self.feed(html)
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        a = dict(attrs)
+        if tag == "script":
+            self.scripts += 1
+        if tag == "td" and "cell" in (a.get("class") or "").split():
+            self._cell = {"class": (a.get("class") or "").split(), "href": None, "text": ""}
+            self.cells.append(self._cell)
+        if tag == "a" and self._cell is not None and self._cell["href"] is None:
+            self._cell["href"] = a.get("href")
+
+    def handle_endtag(self, tag: str) -> None:
+        if tag == "td":
+            self._cell = None
+
+    def handle_data(self, data: str) -> None:
+        self.parts.append(data)
+        if self._cell is not None:
+            self._cell["text"] += data
+
+    @property
+    def text(self) -> str:
+        return " ".join(" ".join(self.parts).split())
+
+
+def squash(text: str) -> str:
+    return " ".join(text.split())
+
+
+# --------------------------------------------------------------------------- basics
+def test_root_redirects_to_the_matrix(client: Client) -> None:
+    r = client.get("/")
+    assert r.status_code == 302 and r.headers["location"] == "/matrix"
+
+
+def test_healthz_and_schema(client: Client, filled_store: Store) -> None:
+    r = client.get("/healthz")
+    assert r.status_code == 200
+    body = r.json()
+    assert body["status"] == "ok" and body["schema_revision"] == filled_store.revision
+    with filled_store.session() as s:
+        meta = s.query(m.Meta).filter_by(key="matrix_version").one()
+    assert body["matrix_version"] == meta.value
+    r = client.get("/schema.json")
+    assert r.status_code == 200 and r.json() == json_schema()
+
+
+def test_openapi_documents_the_json_side(client: Client) -> None:
+    r = client.get("/openapi.json")
+    assert r.status_code == 200
+    spec = r.json()
+    paths = spec["paths"]
+    for p in ("/matrix.json", "/matrix.csv", "/matrix.md", "/candidates.json", "/candidates/{name}.json",
+              "/runs/{run_id}.json", "/runs/{run_id}/report.json", "/diff.json", "/check.json", "/runs",
+              "/schema.json", "/healthz"):
+        assert p in paths, p
+    assert "/matrix" not in paths and "/runs/{run_id}" not in paths  # HTML pages are not API
+    params = {p["name"] for p in paths["/matrix.json"]["get"]["parameters"]}
+    assert {"backend", "mode", "candidate", "outcome", "if-none-match"} <= params
+    post = paths["/runs"]["post"]
+    assert {"200", "201", "401", "403", "413", "422"} <= set(post["responses"])
+    assert post["security"] and "HTTPBearer" in spec["components"]["securitySchemes"]
+    assert "ErrorResponse" in spec["components"]["schemas"]
+    assert client.get("/docs").status_code == 200
+
+
+# --------------------------------------------------------------------------- matrix
+def test_matrix_json_is_the_evidence_matrix(client: Client, filled_store: Store) -> None:
+    r = client.get("/matrix.json")
+    assert r.status_code == 200 and r.headers["content-type"] == "application/json"
+    body = r.json()
+    with filled_store.session() as s:
+        want = evidence.matrix(s)
+    assert body["count"] == len(want) == 4 * 14
+    assert body["rows"] == json.loads(json.dumps(want))
+    for row in body["rows"]:
+        assert row["evidence"] == f"/runs/{row['run_id']}" and row["date"].startswith("2026-12-02")
+    # The stub/live distinction is carried: 3.9.0's rocprofiler pcsampling is a stub-derived refusal.
+    ids = run_ids(filled_store)
+    row = next(x for x in body["rows"] if x["candidate"] == "triton-3.9.0" and x["backend"] == "rocprofiler"
+               and x["mode"] == "pcsampling")
+    assert (row["outcome"], row["verdict"], row["verdict_source"], row["run_id"]) == \
+        ("library_missing", "refused", "stub", ids["triton-3.9.0"])
+
+
+def test_matrix_tells_no_mode_from_the_instrumentation_default_mode(client: Client) -> None:
+    rows = client.get("/matrix.json?candidate=triton-3.9.0&backend=instrumentation").json()["rows"]
+    report = json.loads(report_bytes("cpu-triton-3.9.0.json"))
+    measured = [e["mode"] for e in report["modes"]
+                if e["backend"] == "instrumentation" and e["env"] == "clean" and not e["stub"]]
+    assert [r["mode"] for r in rows] == ["none", "pcsampling", "periodic_flushing", "default", "mma"]
+    assert [r["mode_arg"] for r in rows] == measured == [None, "pcsampling", "periodic_flushing", "default", "mma"]
+
+
+@pytest.mark.parametrize("filters", [
+    {"backend": "rocprofiler"},
+    {"mode": "none"},
+    {"mode": "default"},
+    {"mode": "pcsampling"},
+    {"outcome": "library_missing"},
+    {"candidate": "triton-3.8.0"},
+    {"backend": "rocprofiler", "mode": "pcsampling", "outcome": "library_missing"},
+    {"backend": "cupti", "outcome": "crash"},
+])
+def test_matrix_filters(client: Client, filled_store: Store, filters: dict[str, str]) -> None:
+    query = "&".join(f"{k}={v}" for k, v in filters.items())
+    body = client.get(f"/matrix.json?{query}").json()
+    with filled_store.session() as s:
+        want = evidence.matrix(s, **filters)  # type: ignore[arg-type]
+    assert 0 < body["count"] < 56 and body["count"] == len(want)
+    assert body["rows"] == json.loads(json.dumps(want))
+    for row in body["rows"]:
+        for k, v in filters.items():
+            assert row[k] == v
+        if filters.get("mode") == "none":
+            assert row["mode_arg"] is None
+        if filters.get("mode") == "default":
+            assert row["mode_arg"] == "default"
+    csv_rows = list(csv.DictReader(io.StringIO(client.get(f"/matrix.csv?{query}").text)))
+    assert len(csv_rows) == body["count"]
+
+
+def test_matrix_filter_errors(client: Client) -> None:
+    assert_error(client.get("/matrix.json?backend=nvtx"), 422, "invalid_input", "backend")
+    assert_error(client.get("/matrix.csv?outcome=fine"), 422, "invalid_input", "outcome")
+    assert_error(client.get("/matrix.md?backend=cupti"), 422, "invalid_input", "backend")
+    r = client.get("/matrix?backend=nvtx")
+    assert r.status_code == 422 and r.headers["content-type"].startswith("text/html")
+    assert "unknown backend" in Text(r.text).text
+    assert client.get("/matrix.json?backend=&mode=&outcome=").json()["count"] == 56  # empty means any
+
+
+def test_matrix_csv(client: Client) -> None:
+    r = client.get("/matrix.csv")
+    assert r.status_code == 200 and r.headers["content-type"].startswith("text/csv")
+    reader = csv.DictReader(io.StringIO(r.text))
+    assert reader.fieldnames == COLUMNS
+    rows = list(reader)
+    js = client.get("/matrix.json").json()["rows"]
+    assert len(rows) == len(js) == 56
+    for a, b in zip(rows, js, strict=True):
+        assert (a["candidate"], a["backend"], a["mode"], a["outcome"], a["verdict"], a["run_id"], a["date"]) == \
+            (b["candidate"], b["backend"], b["mode"], b["outcome"], b["verdict"], str(b["run_id"]), b["date"])
+
+
+def test_matrix_md_is_what_survey_table_prints(client: Client, filled_store: Store) -> None:
+    r = client.get("/matrix.md")
+    assert r.status_code == 200 and r.headers["content-type"].startswith("text/markdown")
+    cli = CliRunner().invoke(cli_app, ["table", "--db", filled_store.url])
+    assert cli.exit_code == 0, cli.output
+    assert r.content == cli.stdout_bytes
+    assert "| Triton 3.9.0 " in r.text
+
+
+def test_matrix_html_cells(client: Client, filled_store: Store) -> None:
+    r = client.get("/matrix")
+    assert r.status_code == 200 and r.headers["content-type"] == "text/html; charset=utf-8"
+    page = Text(r.text)
+    rows = client.get("/matrix.json").json()["rows"]
+    cells = [c for c in page.cells if "empty" not in c["class"]]
+    assert len(cells) == len(rows) == 56
+    by_href = {c["href"]: c for c in cells}
+    anchors = {None: "", "pcsampling": "-pcsampling", "periodic_flushing": "-periodic_flushing",
+               "default": "-default", "mma": "-mma"}
+    for row in rows:
+        cell = by_href[f"/runs/{row['run_id']}#check-{row['backend']}{anchors[row['mode_arg']]}"]
+        assert f"o-{row['outcome']}" in cell["class"]
+        text = squash(cell["text"])
+        assert row["outcome"] in text and row["verdict"] in text and row["date"][:10] in text
+        assert ("stub-derived" in text) == (row["verdict_source"] == "stub")
+        assert ("is-stub" in cell["class"]) == (row["verdict_source"] == "stub")
+    assert page.scripts == 0
+    csp = r.headers["content-security-policy"]
+    assert "default-src 'none'" in csp and "script-src" not in csp
+    assert r.headers["x-content-type-options"] == "nosniff"
+
+
+def test_every_outcome_has_its_colour(client: Client) -> None:
+    css = client.get("/static/style.css").text
+    for outcome in O.OUTCOMES:
+        assert re.search(rf"^\.o-{outcome} {{ background-color: #[0-9a-f]{{6}}; }}$", css, re.M), outcome
+
+
+def test_matrix_etag_and_304_until_evidence_arrives(store: Store, make_client: Any) -> None:
+    c = make_client(store, token=TOKEN)
+    r0 = c.get("/matrix.json")
+    assert r0.status_code == 200 and r0.json()["count"] == 0
+    e0 = r0.headers["etag"]
+    assert r0.headers["cache-control"] == "no-cache"
+    r = c.get("/matrix.json", headers={"If-None-Match": e0})
+    assert r.status_code == 304 and r.content == b"" and r.headers["etag"] == e0
+    assert c.get("/matrix.json", headers={"If-None-Match": f'"other", W/{e0}'}).status_code == 304
+    h0 = c.get("/matrix").headers["etag"]
+    assert h0 != e0
+
+    assert c.upload(report_bytes("cpu-triton-3.6.0.json")).status_code == 201
+
+    r1 = c.get("/matrix.json", headers={"If-None-Match": e0})
+    assert r1.status_code == 200 and r1.json()["count"] == 14
+    e1 = r1.headers["etag"]
+    assert e1 != e0
+    assert c.get("/matrix.json", headers={"If-None-Match": e1}).status_code == 304
+    assert c.get("/matrix", headers={"If-None-Match": h0}).status_code == 200
+    # A duplicate adds no evidence: the version, and so the ETag, stay.
+    assert c.upload(report_bytes("cpu-triton-3.6.0.json")).status_code == 200
+    assert c.get("/matrix.json", headers={"If-None-Match": e1}).status_code == 304
+
+
+def test_reads_do_not_wait_for_a_writer(client: Client, filled_store: Store) -> None:
+    before = client.get("/matrix.json").json()
+    db = filled_store.url[len("sqlite:///"):]
+    writer = sqlite3.connect(db, isolation_level=None, timeout=1)
+    try:
+        writer.execute("BEGIN IMMEDIATE")
+        writer.execute("UPDATE meta SET value = 'uncommitted' WHERE key = 'matrix_version'")
+        writer.execute("INSERT INTO candidates (name, label, kind, spec, position, created_at, updated_at) "
+                       "VALUES ('being-written', 'x', 'pip', '{}', 9, '2026-12-02', '2026-12-02')")
+        # The write lock is held; every read still answers, from the last commit.
+        during = client.get("/matrix.json").json()
+        assert during["matrix_version"] == before["matrix_version"] and during["count"] == 56
+        names = [x["name"] for x in client.get("/candidates.json").json()["candidates"]]
+        assert "being-written" not in names
+        assert client.get("/runs/1.json").status_code == 200
+        assert client.get("/matrix.md").status_code == 200
+    finally:
+        writer.execute("ROLLBACK")
+        writer.close()
+
+
+# --------------------------------------------------------------------------- candidates
+def test_candidates(client: Client, filled_store: Store) -> None:
+    ids = run_ids(filled_store)
+    body = client.get("/candidates.json").json()
+    names = [c["name"] for c in body["candidates"]]
+    assert names == [f"triton-{v}" for v in VERSIONS]
+    for c in body["candidates"]:
+        assert c["status"] == "measured" and c["latest_run"] == ids[c["name"]] and c["runs"] == 1
+        assert c["url"] == f"/candidates/{c['name']}"
+    md = client.get("/candidates.md").text
+    assert md.splitlines()[0].startswith("| name ") and all(n in md for n in names)
+    rows = list(csv.DictReader(io.StringIO(client.get("/candidates.csv").text)))
+    assert [r["name"] for r in rows] == names
+    page = Text(client.get("/candidates").text).text
+    assert all(n in page for n in names) and "Triton 3.7.1" in page
+
+
+def test_candidate_page(client: Client, filled_store: Store) -> None:
+    rid = run_ids(filled_store)["triton-3.8.0"]
+    body = client.get("/candidates/triton-3.8.0.json").json()
+    assert body["candidate"]["name"] == "triton-3.8.0" and body["candidate"]["spec"] == {"pip": "triton==3.8.0"}
+    assert body["latest"]["id"] == rid and body["latest"]["triton_version"] == "3.8.0"
+    assert [r["id"] for r in body["runs"]] == [rid]
+    with filled_store.session() as s:
+        want = [v.__dict__ for v in evidence.run_verdicts(evidence.get_run(s, rid))]
+    assert body["latest"]["verdicts"] == json.loads(json.dumps(want))
+    page = Text(client.get("/candidates/triton-3.8.0").text).text
+    assert f"run #{rid}" in page and "stub-derived" in page and "2026-12-02" in page
+    assert client.get("/candidates/triton-3.8.0.csv").text.startswith("id,status,source")
+    assert client.get("/candidates/triton-3.8.0.md").status_code == 200
+
+
+def test_unobtainable_candidate_history_shows_its_error(filled_store: Store, make_client: Any) -> None:
+    name = "python:/nonexistent/bin/python3"
+    out = survey_one(filled_store, name, "/nonexistent/bin/python3", "python", None, 4,
+                     PythonLauncher("/nonexistent/bin/python3"), ProbeSettings())
+    assert out.status == "unobtainable"
+    c = make_client(filled_store)
+    for path in (f"/candidates/{quote(name, safe='')}", f"/candidates/{name}"):
+        r = c.get(path)
+        assert r.status_code == 200, path
+        page = Text(r.text).text
+        assert "unobtainable" in page and "/nonexistent/bin/python3: no such file" in page
+        assert "No complete run yet" in page
+    body = c.get(f"/candidates/{quote(name, safe='')}.json").json()
+    assert body["latest"] is None and body["runs"][0]["status"] == "unobtainable"
+    assert body["runs"][0]["error"].startswith("/nonexistent/bin/python3: no such file")
+    row = [r for r in c.get("/matrix.json").json()["rows"] if r["candidate"] == name]
+    assert len(row) == 1 and row[0]["status"] == "unobtainable" and row[0]["run_id"] == out.run_id
+    run = c.get(f"/runs/{out.run_id}.json").json()
+    assert run["report"] is None and run["run"]["error"].startswith("/nonexistent/bin/python3")
+    assert "no such file" in Text(c.get(f"/runs/{out.run_id}").text).text
+    assert_error(c.get(f"/runs/{out.run_id}/report.json"), 404, "not_found")
+    md = c.get("/matrix.md").text
+    assert "no evidence: unobtainable here (/nonexistent/bin/python3: no such file)" in md
+
+
+def test_candidate_named_with_a_suffix(store: Store, make_client: Any) -> None:
+    with store.session() as s:
+        ingest(s, report_bytes("cpu-triton-3.6.0.json"), candidate="odd.md", label="Odd")
+    c = make_client(store)
+    r = c.get("/candidates/odd.md")
+    assert r.status_code == 200 and r.headers["content-type"].startswith("text/html")
+    assert c.get("/candidates/odd.md.json").json()["candidate"]["name"] == "odd.md"
+
+
+def test_candidate_names_with_url_characters_are_linked(store: Store, make_client: Any) -> None:
+    name = "image:we?ird #tag%20/x:latest"
+    with store.session() as s:
+        ingest(s, report_bytes("cpu-triton-3.7.1.json"), candidate=name, label="weird")
+    c = make_client(store)
+    page = c.get("/candidates").text
+    href = f"/candidates/{quote(name, safe='')}"
+    assert f'href="{href}"' in page
+    r = c.get(href)
+    assert r.status_code == 200 and f"Candidate {name}" in Text(r.text).text
+    link = f"/candidates/{quote(name, safe='/:@')}.json"
+    assert f'href="{link}"' in r.text  # the page's own .json link
+    assert c.get(link).json()["candidate"]["name"] == name
+
+
+def test_unknown_candidate(client: Client) -> None:
+    assert_error(client.get("/candidates/nope.json"), 404, "not_found")
+    r = client.get("/candidates/<script>alert(1)</script>")
+    assert r.status_code == 404 and r.headers["content-type"].startswith("text/html")
+    assert "<script>" not in r.text and "&lt;script&gt;" in r.text
+    assert "no candidate named '<script>alert(1)</script>'" in Text(r.text).text
+
+
+# --------------------------------------------------------------------------- runs
+def test_run_json_holds_everything_and_the_parsed_report(client: Client, filled_store: Store) -> None:
+    rid = run_ids(filled_store)["triton-3.9.0"]
+    body = client.get(f"/runs/{rid}.json").json()
+    assert body["report"] == json.loads(report_bytes("cpu-triton-3.9.0.json"))
+    assert body["run"]["id"] == rid and body["run"]["candidate"] == "triton-3.9.0"
+    assert body["run"]["status"] == "complete" and body["run"]["triton_version"] == "3.9.0"
+    assert body["provenance"]["run_id"] == rid and body["environment"]["kind"] == "ingested"
+    with filled_store.session() as s:
+        want = [v.__dict__ for v in evidence.run_verdicts(evidence.get_run(s, rid))]
+    assert body["verdicts"] == json.loads(json.dumps(want))
+    raw = client.get(f"/runs/{rid}/report.json")
+    assert raw.status_code == 200 and raw.content == report_bytes("cpu-triton-3.9.0.json")
+    rows = list(csv.DictReader(io.StringIO(client.get(f"/runs/{rid}.csv").text)))
+    assert len(rows) == len(body["report"]["modes"])
+    assert client.get(f"/runs/{rid}.md").text.startswith("| backend ")
+
+
+def test_run_page_shows_what_the_probe_recorded(client: Client, filled_store: Store) -> None:
+    rid = run_ids(filled_store)["triton-3.8.0"]
+    r = client.get(f"/runs/{rid}")
+    assert r.status_code == 200
+    page = Text(r.text)
+    text = page.text
+    report = json.loads(report_bytes("cpu-triton-3.8.0.json"))
+    for e in report["modes"]:
+        assert e["call"] in text
+        assert all(squash(a) in text for a in e["argv"])
+        if e["stderr_tail"].strip():
+            assert squash(e["stderr_tail"]) in text
+        if e["message"]:
+            assert squash(e["message"]) in text
+    stubs = [e for e in report["modes"] if e["stub"]]
+    assert stubs and text.count("stub-derived: stub for") == len(stubs)
+    assert text.count("live clean environment") + text.count("live inherited environment") == \
+        len(report["modes"]) - len(stubs)
+    for lib in report["libraries"]:
+        assert lib["name"] in text
+        for cand in lib["candidates"]:
+            assert cand["path"] in text
+        if lib["fix"]:
+            assert squash(lib["fix"]) in text
+    assert "2026-12-02T18:21:29+00:00" in text  # the date of the evidence
+    assert 'id="check-rocprofiler-pcsampling"' in r.text and 'id="mode-rocprofiler-pcsampling-clean-stub"' in r.text
+    assert page.scripts == 0
+
+
+def test_unknown_run(client: Client) -> None:
+    assert_error(client.get("/runs/999.json"), 404, "not_found")
+    assert_error(client.get(f"/runs/{2**70}.json"), 404, "not_found")
+    r = client.get("/runs/999")
+    assert r.status_code == 404 and "no run #999" in Text(r.text).text
+    assert_error(client.get("/runs/abc.json"), 404, "not_found")
+
+
+# --------------------------------------------------------------------------- diff
+def test_diff(client: Client, filled_store: Store) -> None:
+    r = client.get("/diff.json?a=triton-3.8.0&b=triton-3.9.0")
+    assert r.status_code == 200
+    with filled_store.session() as s:
+        want = evidence.diff_runs(evidence.resolve_ref(s, "triton-3.8.0"), evidence.resolve_ref(s, "triton-3.9.0"))
+    assert r.json() == json.loads(json.dumps(want))
+    assert want["fields"]["triton_version"] == {"a": "3.8.0", "b": "3.9.0"} and not want["same"]
+    ids = run_ids(filled_store)
+    assert client.get(f"/diff.json?a=run:{ids['triton-3.8.0']}&b=%23{ids['triton-3.9.0']}").json() == r.json()
+    rows = list(csv.DictReader(io.StringIO(client.get("/diff.csv?a=triton-3.8.0&b=triton-3.9.0").text)))
+    changes = sum(len(want[k]) for k in ("environment", "modes", "libraries", "captures")) + len(want["fields"])
+    assert len(rows) == changes and rows[0]["section"] == "fields"
+    assert client.get("/diff.md?a=triton-3.8.0&b=triton-3.9.0").status_code == 200
+    page = Text(client.get("/diff?a=triton-3.8.0&b=triton-3.9.0").text).text
+    assert "3.8.0" in page and "3.9.0" in page and f"run #{ids['triton-3.9.0']}" in page
+    same = client.get("/diff.json?a=triton-3.8.0&b=triton-3.8.0").json()
+    assert same["same"] is True
+    assert client.get("/diff").status_code == 200  # the empty form
+
+
+def test_diff_errors(client: Client) -> None:
+    assert_error(client.get("/diff.json?a=triton-3.8.0"), 422, "invalid_input", "b")
+    assert_error(client.get("/diff.json?b=triton-3.8.0"), 422, "invalid_input", "a")
+    assert_error(client.get("/diff.json?a=nope&b=triton-3.8.0"), 404, "not_found", "a")
+    assert_error(client.get("/diff.json?a=triton-3.8.0&b=run:999"), 404, "not_found", "b")
+    assert_error(client.get(f"/diff.json?a=triton-3.8.0&b={2**70}"), 404, "not_found", "b")
+
+
+# --------------------------------------------------------------------------- check
+@pytest.mark.parametrize("target,backend,mode,exit_code", [
+    ("triton-3.9.0", "rocprofiler", "pcsampling", exitcodes.CANNOT_RUN),  # stub-derived refusal
+    ("triton-3.6.0", "rocprofiler", None, exitcodes.CANNOT_RUN),  # backend absent
+    ("triton-3.8.0", "cupti", None, exitcodes.NOT_ENOUGH_EVIDENCE),  # probed without a GPU
+    ("triton-3.7.1", "cupti", "periodic_flushing", exitcodes.CANNOT_RUN),  # crashed
+    ("triton-3.9.0", "roctracer", "pcsampling", exitcodes.CANNOT_RUN),  # refused live
+])
+def test_check_answers_as_survey_check(client: Client, filled_store: Store, target: str, backend: str,
+                                       mode: str | None, exit_code: int) -> None:
+    query = f"target={target}&backend={backend}" + (f"&mode={mode}" if mode else "")
+    body = client.get(f"/check.json?{query}").json()
+    want = check_target(filled_store, target, backend, mode).as_dict()
+    assert body["exit_code"] == want["exit_code"] == exit_code
+    assert body["evidence_age"].endswith("old")
+    assert {k: v for k, v in body.items() if k not in ("evidence_age", "candidate")} == \
+        {k: v for k, v in want.items() if k != "evidence_age"}
+    assert body["candidate"] == target and body["run_id"] == run_ids(filled_store)[target]
+    page = Text(client.get(f"/check?{query}").text).text
+    assert want["reason"] in squash(page) and f"exit code {exit_code}" in page and want["evidence_date"] in page
+    if want["fix"]:
+        assert squash(want["fix"]) in page
+    row = list(csv.DictReader(io.StringIO(client.get(f"/check.csv?{query}").text)))
+    assert len(row) == 1 and row[0]["verdict"] == want["verdict"]
+    assert client.get(f"/check.md?{query}").status_code == 200
+
+
+def test_check_without_evidence(client: Client, filled_store: Store) -> None:
+    body = client.get("/check.json?target=/opt/venv/bin/python&backend=rocprofiler&mode=pcsampling").json()
+    assert body["exit_code"] == exitcodes.NOT_ENOUGH_EVIDENCE and body["verdict"] == "not_enough_evidence"
+    assert body["run_id"] is None and body["candidate"] is None
+    assert "survey check /opt/venv/bin/python --backend rocprofiler --mode pcsampling" in body["fix"]
+    survey_one(filled_store, "python:/gone/python", "/gone/python", "python", None, 5,
+               PythonLauncher("/gone/python"), ProbeSettings())
+    body = client.get("/check.json?target=/gone/python&backend=cupti").json()
+    assert body["exit_code"] == exitcodes.NOT_ENOUGH_EVIDENCE and body["candidate"] == "python:/gone/python"
+    assert "unobtainable" in body["reason"] and "/gone/python: no such file" in body["reason"]
+    page = Text(client.get("/check?target=/gone/python&backend=cupti").text).text
+    assert "not enough evidence" in page and "exit code 3" in page
+
+
+def test_check_finds_ad_hoc_targets(store: Store, make_client: Any) -> None:
+    with store.session() as s:  # as `survey probe --python /opt/t39/bin/python --store` names it
+        ingest(s, report_bytes("cpu-triton-3.9.0.json"), candidate="python:/opt/t39/bin/python",
+               label="/opt/t39/bin/python", kind="python", source="probe")
+    c = make_client(store)
+    body = c.get("/check.json?target=/opt/t39/bin/python&backend=rocprofiler&mode=pcsampling").json()
+    assert body["candidate"] == "python:/opt/t39/bin/python" and body["exit_code"] == exitcodes.CANNOT_RUN
+    assert "built without rocprofiler-sdk PC sampling support" in body["reason"]
+
+
+def test_check_errors(client: Client) -> None:
+    assert_error(client.get("/check.json?backend=cupti"), 422, "invalid_input", "target")
+    assert_error(client.get("/check.json?target=triton-3.9.0"), 422, "invalid_input", "backend")
+    assert_error(client.get("/check.json?target=triton-3.9.0&backend=nvtx"), 422, "invalid_input", "backend")
+    assert client.get("/check").status_code == 200  # the empty form
+
+
+# --------------------------------------------------------------------------- GPU evidence
+H200 = "h200.triton-3.6.0"
+
+
+@pytest.fixture
+def gpu_store(store: Store) -> Store:
+    """The real H200 report (tests/fixtures/reports/README.md): live ok checks and GELU captures."""
+    with store.session() as s:
+        ingest(s, report_bytes("h200-triton-3.6.0.json"), candidate=H200, label="Triton 3.6.0 on an H200",
+               kind="python", source="ingest")
+    return store
+
+
+@pytest.mark.parametrize("backend,mode,exit_code,words", [
+    ("cupti", None, exitcodes.OK, "a GELU capture recorded 50 kernel launches"),
+    ("cupti", "pcsampling", exitcodes.OK, "a GELU capture recorded 50 kernel launches"),
+    ("cupti", "periodic_flushing", exitcodes.CANNOT_RUN, "refuses `cupti` with mode `periodic_flushing`"),
+    ("instrumentation", "mma", exitcodes.NOT_ENOUGH_EVIDENCE, "the GELU capture recorded no kernel"),
+])
+def test_gpu_check(gpu_store: Store, make_client: Any, backend: str, mode: str | None, exit_code: int,
+                   words: str) -> None:
+    c = make_client(gpu_store)
+    body = c.get(f"/check.json?target={H200}&backend={backend}" + (f"&mode={mode}" if mode else "")).json()
+    want = check_target(gpu_store, H200, backend, mode).as_dict()
+    assert body["exit_code"] == want["exit_code"] == exit_code and words in body["reason"]
+    assert {k: v for k, v in body.items() if k not in ("evidence_age", "candidate")} == \
+        {k: v for k, v in want.items() if k != "evidence_age"}
+
+
+def test_gpu_matrix_and_run_page_show_the_captures(gpu_store: Store, make_client: Any) -> None:
+    c = make_client(gpu_store)
+    rows = c.get("/matrix.json?backend=cupti").json()["rows"]
+    ok = rows[0]
+    assert (ok["mode"], ok["outcome"], ok["verdict"], ok["verdict_source"]) == ("none", "ok", "accepted", "live")
+    assert (ok["capture_outcome"], ok["capture_kernel_count"]) == ("ok", 50)
+    cells = {cell["href"]: cell for cell in Text(c.get("/matrix").text).cells}
+    cell = cells[f"/runs/{ok['run_id']}#check-cupti"]
+    assert "o-ok" in cell["class"] and "capture: ok, 50 kernels" in squash(cell["text"])
+
+    report = json.loads(report_bytes("h200-triton-3.6.0.json"))
+    r = c.get(f"/runs/{ok['run_id']}")
+    text = Text(r.text).text
+    assert 'href="#capture-cupti"' in r.text and 'id="capture-cupti"' in r.text
+    assert "GELU capture: ok, 50 kernel launches recorded" in text
+    for cap in report["captures"]:
+        assert " ".join(cap["argv"]) in text
+        assert f"{cap['duration_s']} s total" in text
+        if cap["message"]:
+            assert squash(cap["message"]) in text
+    assert "50 launches, 351199.0 ns; top gelu_kernel 351199.0 ns" in text
+    assert "NVIDIA H200" in text and "4.76837158203125e-07" in text
+    assert text.count("empty_capture") >= 3
+
+
+# --------------------------------------------------------------------------- upload
+def test_upload_new_then_duplicate(store: Store, make_client: Any) -> None:
+    c = make_client(store, token=TOKEN)
+    raw = report_bytes("cpu-triton-3.9.0.json")
+    r = c.upload(raw, params={"candidate": "gpu-host.triton-3.9.0", "label": "Triton 3.9.0 (upload)"})
+    assert r.status_code == 201, r.text
+    body = r.json()
+    assert body["created"] is True and body["candidate"] == "gpu-host.triton-3.9.0"
+    assert r.headers["location"] == body["url"] == f"/runs/{body['run_id']}"
+    run = c.get(f"{body['url']}.json").json()
+    assert run["report"] == json.loads(raw) and run["run"]["source"] == "upload"
+    assert c.get(f"{body['url']}/report.json").content == raw
+    cand = c.get("/candidates/gpu-host.triton-3.9.0.json").json()["candidate"]
+    assert cand["label"] == "Triton 3.9.0 (upload)"
+
+    again = c.upload(raw)
+    assert again.status_code == 200 and again.json() == {**body, "created": False}
+    assert "location" not in again.headers
+    assert run_count(store) == 1
+    # Without a candidate name the report's own host and Triton name it.
+    r2 = c.upload(report_bytes("cpu-triton-3.8.0.json"))
+    assert r2.status_code == 201 and r2.json()["candidate"] == "vm.triton-3.8.0"
+
+
+def test_upload_needs_the_token(store: Store, make_client: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    raw = report_bytes("cpu-triton-3.9.0.json")
+    c = make_client(store, token=TOKEN)
+    err = assert_error(c.upload(raw, token=None), 401, "unauthorized")
+    assert "Bearer" in err["message"]
+    r = c.upload(raw, token="not-" + TOKEN)
+    assert_error(r, 401, "unauthorized")
+    assert r.headers["www-authenticate"].startswith("Bearer")
+    assert_error(c.upload(raw, token=None, headers={"Authorization": f"Basic {TOKEN}"}), 401, "unauthorized")
+    assert_error(c.upload(raw, token=TOKEN[:-1]), 401, "unauthorized")
+    assert run_count(store) == 0
+
+    monkeypatch.delenv("SURVEY_TOKEN", raising=False)
+    closed = make_client(store)
+    err = assert_error(closed.upload(raw, token=TOKEN), 403, "uploads_disabled")
+    assert "SURVEY_TOKEN" in (err["hint"] or "")
+    assert_error(closed.upload(raw, token=""), 403, "uploads_disabled")
+    assert run_count(store) == 0
+
+    monkeypatch.setenv("SURVEY_TOKEN", "from-the-environment")
+    from_env = make_client(store)
+    assert from_env.upload(raw, token=TOKEN).status_code == 401
+    assert from_env.upload(raw, token="from-the-environment").status_code == 201
+
+
+def test_upload_size_limit(store: Store, make_client: Any) -> None:
+    raw = report_bytes("cpu-triton-3.9.0.json")
+    c = make_client(store, token=TOKEN, max_upload_bytes=len(raw) - 1)
+    err = assert_error(c.upload(raw), 413, "payload_too_large", "body")
+    assert str(len(raw) - 1) in err["message"]
+
+    async def chunked() -> AsyncIterator[bytes]:  # no Content-Length: counted while read
+        for i in range(0, len(raw), 4096):
+            yield raw[i:i + 4096]
+
+    r = c.upload(chunked())
+    assert "content-length" not in r.request.headers
+    assert_error(r, 413, "payload_too_large", "body")
+    assert run_count(store) == 0
+    fits = make_client(store, token=TOKEN, max_upload_bytes=len(raw))
+    assert fits.upload(raw).status_code == 201
+
+
+def test_upload_invalid_reports_name_the_field(store: Store, make_client: Any) -> None:
+    c = make_client(store, token=TOKEN)
+    good = json.loads(report_bytes("cpu-triton-3.9.0.json"))
+
+    err = assert_error(c.upload(b"this is not json"), 422, "invalid_report", None)
+    assert err["message"].startswith("not JSON")
+    assert_error(c.upload("{}".encode("utf-16")), 422, "invalid_report", None)
+    assert_error(c.upload(b"[1, 2]"), 422, "invalid_report", "(root)")
+
+    no_probe = copy.deepcopy(good)
+    del no_probe["probe"]
+    err = assert_error(c.upload(json.dumps(no_probe)), 422, "invalid_report", "probe")
+    assert "probe" in err["message"]
+
+    no_outcome = copy.deepcopy(good)
+    del no_outcome["modes"][3]["outcome"]
+    assert_error(c.upload(json.dumps(no_outcome)), 422, "invalid_report", "modes.3.outcome")
+
+    bad_outcome = copy.deepcopy(good)
+    bad_outcome["modes"][0]["outcome"] = "fine"
+    assert_error(c.upload(json.dumps(bad_outcome)), 422, "invalid_report", "modes.0.outcome")
+
+    future = copy.deepcopy(good)
+    future["schema_version"] = 2
+    assert_error(c.upload(json.dumps(future)), 422, "invalid_report", "schema_version")
+
+    assert_error(c.upload(json.dumps(good), params={"candidate": "x" * 201}), 422, "invalid_input", "candidate")
+    assert run_count(store) == 0  # nothing partial, ever
+    with store.session() as s:
+        assert s.query(m.Candidate).count() == 0 and s.query(m.ModeRow).count() == 0
+
+
+# --------------------------------------------------------------------------- errors
+def test_one_error_format_everywhere(client: Client) -> None:
+    assert_error(client.get("/nope.json"), 404, "not_found")
+    assert client.get("/matrix.xml").status_code == 404  # no such format (answered as a page: not a known suffix)
+    assert_error(client.request("DELETE", "/matrix.json"), 405, "method_not_allowed")
+    assert_error(client.request("PUT", "/runs"), 405, "method_not_allowed")
+    r = client.get("/nope")
+    assert r.status_code == 404 and r.headers["content-type"].startswith("text/html")
+    text = Text(r.text).text
+    assert "nothing at /nope" in text and "not_found" in text and "404" in text
+    assert "default-src 'none'" in r.headers["content-security-policy"]
+    assert client.get("/static/style.css").headers["content-type"].startswith("text/css")

@@ -1,0 +1,239 @@
+"""The pages as a person sees them: Debian's chromium, driven by Playwright, on
+the real app served by uvicorn over a temporary SQLite store.
+
+The store holds the real reports of tests/fixtures/reports, a candidate that
+could not be obtained (the real launcher's error), and the report of the real
+probe run against an environment double: a fake ``triton`` whose
+``proton.start`` writes ``<script>window.__xss = 1</script>`` to stderr and
+raises ``<b>bold</b> failure``. Evidence is untrusted: it must show as text.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import uvicorn
+
+from api.app import create_app
+from db.store import Store
+from probes import outcomes as O
+from survey import evidence, probe_run
+from survey.ingest import ingest
+from survey.launchers.python import PythonLauncher
+from survey.survey_run import ProbeSettings, survey_one
+from tests.conftest import report_bytes
+from tests.envs import fake_triton
+
+pytestmark = pytest.mark.browser
+
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+                 "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+VERSIONS = ("3.6.0", "3.7.1", "3.8.0", "3.9.0")
+PAYLOAD = "<script>window.__xss = 1</script>"
+DOUBLE = "python:double-with-script"
+H200 = "h200.triton-3.6.0"
+MISSING = "python:/nonexistent/bin/python3"
+
+
+def probe_the_double(root: Path) -> bytes:
+    """The real probe, run in this interpreter with the fake triton on PYTHONPATH."""
+    pkg = fake_triton(root, {b: "script" for b in O.BACKENDS})
+    env = dict(os.environ)
+    env["PYTHONPATH"] = str(pkg)
+    out = probe_run.run_bundle([sys.executable], probe_run.probe_args(10), 120, env=env)
+    raw, has_triton = probe_run.collect_report(out, "the environment double")
+    assert has_triton
+    return raw
+
+
+class Served:
+    def __init__(self, store: Store, base: str, ids: dict[str, int]):
+        self.store = store
+        self.base = base
+        self.ids = ids
+
+
+@pytest.fixture(scope="module")
+def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
+    root = tmp_path_factory.mktemp("served")
+    store = Store(f"sqlite:///{root / 'survey.db'}")
+    for pos, v in enumerate(VERSIONS):
+        with store.session() as s:
+            ingest(s, report_bytes(f"cpu-triton-{v}.json"), candidate=f"triton-{v}", label=f"Triton {v}",
+                   kind="pip", spec={"pip": f"triton=={v}"}, position=pos)
+    with store.session() as s:
+        ingest(s, report_bytes("h200-triton-3.6.0.json"), candidate=H200, label="Triton 3.6.0 on an H200",
+               kind="python", position=4)
+    raw = probe_the_double(root / "double")
+    assert PAYLOAD.encode() in raw
+    with store.session() as s:
+        ingest(s, raw, candidate=DOUBLE, label="fake triton (environment double)", kind="python", position=5,
+               source="probe")
+    out = survey_one(store, MISSING, "/nonexistent/bin/python3", "python", None, 6,
+                     PythonLauncher("/nonexistent/bin/python3"), ProbeSettings())
+    assert out.status == "unobtainable"
+    with store.session() as s:
+        ids = {c.name: r.id for c in evidence.candidates(s) if (r := evidence.latest_complete(s, c.id))}
+
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    port = sock.getsockname()[1]
+    server = uvicorn.Server(uvicorn.Config(create_app(store), log_level="warning"))
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
+    thread.start()
+    deadline = time.time() + 30
+    while not server.started:
+        assert thread.is_alive() and time.time() < deadline, "uvicorn did not start"
+        time.sleep(0.05)
+    try:
+        yield Served(store, f"http://127.0.0.1:{port}", ids)
+    finally:
+        server.should_exit = True
+        thread.join(timeout=30)
+        sock.close()
+        store.close()
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Any]:
+    if not os.path.exists(CHROMIUM):
+        pytest.fail(f"{CHROMIUM} is missing: apt-get install -y chromium")
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        b = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True)
+        yield b
+        b.close()
+
+
+@pytest.fixture
+def page(browser: Any) -> Iterator[Any]:
+    """A fresh page that records every dialog and console message."""
+    ctx = browser.new_context()
+    pg = ctx.new_page()
+    pg.dialogs = []
+    pg.on("dialog", lambda d: (pg.dialogs.append(d.message), d.dismiss()))
+    yield pg
+    ctx.close()
+
+
+def background(locator: Any) -> str:
+    return str(locator.evaluate("e => getComputedStyle(e).backgroundColor"))
+
+
+def test_matrix_cell_leads_to_its_evidence(served: Served, page: Any) -> None:
+    page.goto(f"{served.base}/matrix")
+    assert page.title() == "Availability matrix · proton-survey"
+    row = page.locator('tr[data-candidate="triton-3.9.0"]')
+    cell = row.locator("td.cell", has=page.locator('a[href$="#check-rocprofiler-pcsampling"]'))
+    assert cell.count() == 1
+    text = " ".join(cell.inner_text().split())
+    assert "library_missing" in text and "refused" in text and "2026-12-02" in text
+    assert cell.locator(".stub-mark").is_visible()
+    assert "STUB-DERIVED" in cell.locator(".stub-mark").inner_text()  # as shown (CSS upper-cases it)
+    # Coloured by outcome: the cell has its outcome's colour, which is not another outcome's.
+    legend = page.locator(".legend .o-library_missing")
+    assert background(cell) == background(legend) != "rgba(0, 0, 0, 0)"
+    no_gpu = row.locator("td.cell", has=page.locator('a[href$="#check-cupti"]'))
+    assert "no_gpu" in no_gpu.inner_text() and background(no_gpu) != background(cell)
+    # Live answers carry no stub marker.
+    refused_live = row.locator("td.cell", has=page.locator('a[href$="#check-roctracer-pcsampling"]'))
+    assert "unsupported_mode" in refused_live.inner_text() and refused_live.locator(".stub-mark").count() == 0
+
+    cell.locator("a").click()
+    page.wait_for_url(f"**/runs/{served.ids['triton-3.9.0']}#check-rocprofiler-pcsampling")
+    assert page.title() == f"Run #{served.ids['triton-3.9.0']} of triton-3.9.0 · proton-survey"
+    group = page.locator("#check-rocprofiler-pcsampling")
+    assert group.is_visible()
+    shown = " ".join(group.inner_text().split())
+    assert "refused" in shown and "2026-12-02" in shown
+    assert "built without rocprofiler-sdk PC sampling support" in shown
+    live = group.locator("#mode-rocprofiler-pcsampling-clean")
+    stub = group.locator("#mode-rocprofiler-pcsampling-clean-stub")
+    assert "LIVE" in live.inner_text() and "library_missing" in live.inner_text()
+    assert "proton.start('proton', backend='rocprofiler', mode='pcsampling')" in live.inner_text()
+    assert "STUB-DERIVED: STUB FOR LIBROCPROFILER-SDK.SO" in stub.inner_text()
+    assert "unsupported_mode" in stub.inner_text()
+    assert "LD_LIBRARY_PATH=" in stub.inner_text()  # how the stub was put in place
+    # The library search results and the fix are on the same page.
+    libs = " ".join(page.locator("section.lib").all_inner_texts())
+    assert "librocprofiler-sdk.so" in libs and "does not load" in libs and "fix" in libs
+    assert page.dialogs == []
+
+
+def test_a_working_check_leads_to_its_capture(served: Served, page: Any) -> None:
+    page.goto(f"{served.base}/matrix")
+    cell = page.locator(f'tr[data-candidate="{H200}"] td.cell', has=page.locator('a[href$="#check-cupti"]'))
+    text = " ".join(cell.inner_text().split())
+    assert "ok accepted" in text and "capture: ok, 50 kernels" in text and "2026-12-02" in text
+    assert background(cell) == background(page.locator(".legend .o-ok"))
+    assert cell.locator(".stub-mark").count() == 0
+    cell.locator("a").click()
+    page.wait_for_url(f"**/runs/{served.ids[H200]}#check-cupti")
+    group = page.locator("#check-cupti")
+    assert "LIVE" in group.inner_text() and "accepted" in group.inner_text()
+    group.get_by_text("ok, 50 kernel launches recorded").click()
+    page.wait_for_url("**#capture-cupti")
+    capture = page.locator("#capture-cupti")
+    shown = " ".join(capture.inner_text().split())
+    assert "50 launches" in shown and "gelu_kernel" in shown and "NVIDIA H200" in shown
+    assert "--backend cupti" in shown  # the command that ran
+    assert page.dialogs == []
+
+
+def test_filters_and_candidate_history(served: Served, page: Any) -> None:
+    page.goto(f"{served.base}/matrix")
+    page.select_option('select[name="backend"]', "rocprofiler")
+    page.select_option('select[name="outcome"]', "library_missing")
+    page.click('form.filters button[type="submit"]')
+    page.wait_for_url("**/matrix?backend=rocprofiler&mode=&candidate=&outcome=library_missing")
+    heads = [t.strip() for t in page.locator("table.matrix th.backend").all_inner_texts()]
+    assert heads == ["rocprofiler"]
+    cands = page.locator("table.matrix tbody tr").evaluate_all("rows => rows.map(r => r.dataset.candidate)")
+    assert cands == ["triton-3.8.0", "triton-3.9.0"]  # only these could not load librocprofiler-sdk.so
+
+    page.goto(f"{served.base}/matrix")
+    missing = page.locator(f'tr[data-candidate="{MISSING}"]')
+    assert "unobtainable" in missing.inner_text() and "no such file" in missing.inner_text()
+    missing.locator("th a").click()
+    page.wait_for_url("**/candidates/**")
+    body = page.locator("main").inner_text()
+    assert "No complete run yet" in body and "unobtainable" in body
+    assert "/nonexistent/bin/python3: no such file" in body  # the real error, in the history
+
+
+def test_evidence_holding_script_renders_as_text(served: Served, page: Any) -> None:
+    run_id = served.ids[DOUBLE]
+    for path in ("/matrix", f"/candidates/{DOUBLE}", f"/runs/{run_id}", f"/runs/{run_id}#check-cupti"):
+        page.goto(f"{served.base}{path}")
+        page.wait_for_load_state("load")
+        assert page.locator("script").count() == 0, path
+        assert page.evaluate("typeof window.__xss") == "undefined", path
+
+    # The run page shows the payload as the literal text it was.
+    stderr = page.locator("#mode-cupti---clean pre.stderr")
+    assert stderr.inner_text().strip() == PAYLOAD
+    assert stderr.locator("*").count() == 0  # text, not elements
+    assert page.get_by_text("<b>bold</b> failure").first.is_visible()
+    assert page.locator("main b").count() == 0
+    raw = page.locator("details.raw")
+    raw.locator("summary").click()
+    assert PAYLOAD in raw.inner_text()
+
+    # On the matrix the reason (in the rows table and the cell's title) is text too.
+    page.goto(f"{served.base}/matrix")
+    page.locator("details.rows summary").click()
+    assert page.get_by_text("not recognised: <b>bold</b> failure").first.is_visible()
+    title = page.locator(f'tr[data-candidate="{DOUBLE}"] td.cell').first.get_attribute("title")
+    assert title == "not recognised: <b>bold</b> failure"
+    assert page.evaluate("typeof window.__xss") == "undefined"
+    assert page.dialogs == []
