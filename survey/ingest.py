@@ -13,7 +13,7 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import select
+from sqlalchemy import func, select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
@@ -71,7 +71,9 @@ def upsert_candidate(
     """The candidate row, created or brought up to date with its catalog entry."""
     cand = s.scalar(select(m.Candidate).where(m.Candidate.name == name))
     if cand is None:
-        cand = m.Candidate(name=name, label=label or name, kind=kind, spec=spec or {}, position=position or 0)
+        if position is None:  # after every catalog entry
+            position = (s.scalar(select(func.max(m.Candidate.position))) or 0) + 1000
+        cand = m.Candidate(name=name, label=label or name, kind=kind, spec=spec or {}, position=position)
         s.add(cand)
         s.flush()
     else:

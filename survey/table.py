@@ -9,6 +9,7 @@ from __future__ import annotations
 import difflib
 import json
 import os
+import re
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -55,15 +56,22 @@ def pivot(matrix_rows: list[dict[str, Any]]) -> pd.DataFrame:
     return out
 
 
+_START_LINE = re.compile(r"^" + re.escape(START) + r"[ \t]*$", re.MULTILINE)
+_END_LINE = re.compile(r"^" + re.escape(END) + r"[ \t]*$", re.MULTILINE)
+
+
 def _split(text: str, path: Path) -> tuple[str, str, str]:
-    if text.count(START) != 1 or text.count(END) != 1:
+    """(before the start marker, the table, from the end marker on). Markers count
+    only as lines of their own, so prose may mention them."""
+    starts = list(_START_LINE.finditer(text))
+    ends = list(_END_LINE.finditer(text))
+    if len(starts) != 1 or len(ends) != 1 or ends[0].start() < starts[0].end():
         raise InputError(
-            f"{path}: needs exactly one pair of markers {START} ... {END} around the table",
+            f"{path}: needs exactly one pair of marker lines {START} ... {END} around the table",
             hint="add the two marker lines where the table should go, then run `survey table --write`",
         )
-    head, rest = text.split(START, 1)
-    body, tail = rest.split(END, 1)
-    return head, body, tail
+    s, e = starts[0], ends[0]
+    return text[: s.start()], text[s.end() : e.start()], text[e.end() :]
 
 
 def read_docs(path: str | Path) -> str:

@@ -1,0 +1,47 @@
+#!/usr/bin/env bash
+# Set up and run proton-survey's tests on a fresh machine. `.ci/run` calls this.
+#
+#   tests/run.sh            every tier: lint, types, fast, integration (real PyPI triton
+#                           wheels), podman (real images), browser (chromium)
+#   tests/run.sh --fast     the fast tier only (no downloads beyond the Python deps)
+#   tests/run.sh ... ARGS   extra arguments go to pytest
+#
+# Heavy downloads (triton wheels, the Debian root filesystem) are cached under
+# SURVEY_CACHE (default: .cache/ in the checkout) and reused within and across runs.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+fast=0
+if [ "${1:-}" = "--fast" ]; then fast=1; shift; fi
+
+export SURVEY_CACHE=${SURVEY_CACHE:-$PWD/.cache/proton-survey}
+export PIP_CACHE_DIR=${PIP_CACHE_DIR:-$SURVEY_CACHE/pip}
+export PIP_DISABLE_PIP_VERSION_CHECK=1
+mkdir -p "$SURVEY_CACHE"
+
+python3 -m venv .venv
+.venv/bin/python -m pip install -q --upgrade pip
+.venv/bin/python -m pip install -q -e ".[test,browser,bench]"
+
+if [ "$fast" = 1 ]; then
+  exec .venv/bin/python -m pytest -m "not integration and not podman and not browser" "$@"
+fi
+
+# System packages for the podman and browser tiers (Debian): podman + runc for real
+# containers, debootstrap for the test images, chromium for Playwright, wrk for bench.
+need=()
+for pkg in podman runc debootstrap chromium wrk; do
+  dpkg -s "$pkg" >/dev/null 2>&1 || need+=("$pkg")
+done
+if [ ${#need[@]} -gt 0 ]; then
+  if [ "$(id -u)" = 0 ]; then sudo=""; else sudo="sudo"; fi
+  $sudo apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
+fi
+
+export CONTAINERS_CONF=${CONTAINERS_CONF:-$PWD/.ci/containers.conf}
+PYTHON=.venv/bin/python .ci/build-images
+
+.venv/bin/ruff check .
+.venv/bin/mypy
+.venv/bin/python -m pytest "$@"
