@@ -395,7 +395,9 @@ class Probe(object):
         else:
             stub_box["stubs"] = {"status": "absent", "reason": "disabled (--no-stubs)", "libraries": [], "dir": None}
 
-        inspect_f = pool.submit(self.inspect, INSPECT_SECTIONS, lib_specs)
+        # torch is imported (after triton.profiler, last) only where it is installed.
+        self.sections = INSPECT_SECTIONS + (("torch",) if self.facts["torch"].get("status") == O.FOUND else ())
+        inspect_f = pool.submit(self.inspect, self.sections, lib_specs)
         isolation = "a fresh interpreter per check"
         if self.opts.fork and hasattr(os, "fork"):
             z = ZygoteClient(self)
@@ -485,10 +487,10 @@ class Probe(object):
         proc, done, begun = inspect_data
         # A section the worker began but never finished is where it died; rerun the
         # ones it never reached in a fresh worker, once.
-        missing = [s for s in INSPECT_SECTIONS if s not in done]
+        missing = [s for s in self.sections if s not in done]
         died_in = [s for s in begun if s not in done]
         sections = {}
-        for s in INSPECT_SECTIONS:
+        for s in self.sections:
             if s in done:
                 sections[s] = {"status": done[s].get("status"), "duration_s": done[s].get("duration_s")}
         for s in died_in:
@@ -520,7 +522,7 @@ class Probe(object):
                     sections[s] = {"status": "failed", "retried": True, "exit_code": proc2["exit_code"],
                                    "timed_out": proc2["timed_out"], "stderr_tail": proc2["stderr_tail"]}
                     done[s] = {"status": "failed", "error": "the inspect worker did not complete this section"}
-        for s in INSPECT_SECTIONS:
+        for s in self.sections:
             if s not in done:
                 done[s] = {"status": "failed", "error": "not run: the triton section did not complete"}
                 sections.setdefault(s, {"status": "failed", "error": done[s]["error"]})
@@ -543,6 +545,8 @@ class Probe(object):
             "knobs": knobs.get("knobs", []),
             "triton_import": tri,
         }
+        if "torch" in done:
+            report["environment"]["torch"]["imported"] = done["torch"]
         knob_vars = {k.get("variable") for k in knobs.get("knobs", [])}
         report["libraries"] = self._libraries(done.get("libraries", {}), lib_specs, knob_vars)
 

@@ -242,12 +242,33 @@ def _mapped_path(file_name):
     return None
 
 
+def _section_torch(args, state):
+    """torch's versions, from a real import - after triton.profiler (Proton first),
+    and last in this process, so no library look-up above saw what torch loads."""
+    _need(state, "triton")
+    t0 = time.time()
+    try:
+        import torch  # noqa: F401  (after triton.profiler: see module docstring)
+    except ImportError as e:
+        return {"status": "absent", "error": "%s: %s" % (type(e).__name__, e)}
+    version = getattr(torch, "version", None)
+    return {
+        "status": "found",
+        "version": getattr(torch, "__version__", None),
+        "cuda": getattr(version, "cuda", None),
+        "hip": getattr(version, "hip", None),
+        "import_s": round(time.time() - t0, 4),
+        "after": "triton.profiler",
+    }
+
+
 SECTIONS = {
     "triton": _section_triton,
     "registry": _section_registry,
     "knobs": _section_knobs,
     "cli": _section_cli,
     "libraries": _section_libraries,
+    "torch": _section_torch,
 }
 
 

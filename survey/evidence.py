@@ -282,7 +282,7 @@ def matrix(
 
 
 # ----------------------------------------------------------------- docs table
-TABLE_COLUMNS = ["Source", "Triton", "Proton `-b` choices", "`rocprofiler` modes", "Evidence"]
+TABLE_COLUMNS = ["Source", "Triton", "Proton `-b` choices", "`rocprofiler` modes", "GELU capture", "Evidence"]
 
 
 def _tick(names: list[str]) -> str:
@@ -366,6 +366,20 @@ def summarize_error(text: str | None, limit: int = 160) -> str:
     return (rest[-1] if rest else "")[:limit]
 
 
+def captures_phrase(run: m.Run) -> str:
+    """The GELU captures of a run: backend, mode, outcome, launches recorded."""
+    if not run.captures:
+        return "none (no backend started here)"
+    parts = []
+    for c in sorted(run.captures, key=lambda c: (BACKEND_ORDER.get(c.backend or "", 99), MODE_ORDER.get(c.mode, 9))):
+        what = f"`{c.backend}`" + (f" `{c.mode}`" if c.mode else "")
+        text = c.outcome.replace("_", " ")
+        if c.kernel_count is not None and c.outcome in (O.OK, O.HANG_AFTER_CAPTURE):
+            text += f", {c.kernel_count} launches recorded"
+        parts.append(f"{what}: {text}")
+    return "; ".join(parts)
+
+
 def table_rows(s: Session) -> list[dict[str, str]]:
     rows = []
     latest = latest_runs(s)
@@ -379,7 +393,7 @@ def table_rows(s: Session) -> list[dict[str, str]]:
                 tried = (iso(last.finished_at) or "?")[:10]
                 why = f"no evidence: {what} ({summarize_error(last.error)}), last tried {tried}"
             rows.append({"Source": cand.label, "Triton": "—", "Proton `-b` choices": "—",
-                         "`rocprofiler` modes": "—", "Evidence": why})
+                         "`rocprofiler` modes": "—", "GELU capture": "—", "Evidence": why})
             continue
         cli = complete.cli_backends
         rows.append({
@@ -387,6 +401,7 @@ def table_rows(s: Session) -> list[dict[str, str]]:
             "Triton": complete.triton_version or "—",
             "Proton `-b` choices": _tick(cli) if cli else "—",
             "`rocprofiler` modes": modes_phrase(complete),
+            "GELU capture": captures_phrase(complete),
             "Evidence": provenance_text(complete),
         })
     return rows

@@ -81,6 +81,9 @@ class TorchFact(Fact):
     version: str | None = None
     cuda: str | None = None
     hip: str | None = None
+    imported: dict[str, Any] | None = Field(
+        default=None, description="torch imported for real, after triton.profiler, in the inspect worker"
+    )
 
 
 class RocmFact(Fact):

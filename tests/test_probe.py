@@ -14,7 +14,7 @@ import pytest
 from probes import classify
 from probes import outcomes as O
 from survey import exitcodes, probe_run
-from survey.errors import NotAPython
+from survey.errors import NotAPython, ProbeFailed
 from survey.launchers.python import PythonLauncher
 from survey.report import parse_report
 from tests.envs import fake_triton, pypi_venv
@@ -301,3 +301,19 @@ def test_versioned_only_soname_is_found_and_the_fix_works(tmp_path: Path, versio
     # past the rocprofiler library: it starts, or what fails is HIP, which this host lacks
     assert "librocprofiler-sdk.so" not in done.stdout, done.stdout
     assert done.stdout.strip() == "started" or "libamdhip64.so" in done.stdout, done.stdout
+
+
+def test_a_target_that_dies_or_hangs_is_a_clear_error(tmp_path: Path) -> None:
+    """An interpreter that answers the preflight but dies (or hangs) running the probe."""
+    for name, action in (("dies", "kill -SEGV $$"), ("hangs", "exec sleep 3600")):
+        wrapper = tmp_path / f"python-that-{name}"
+        script = f'#!/bin/sh\ncase "$*" in *" probe --"*) {action} ;; esac\nexec {sys.executable} "$@"\n'
+        wrapper.write_text(script)
+        wrapper.chmod(0o755)
+        launcher = PythonLauncher(str(wrapper))
+        resolved = launcher.obtain()
+        with pytest.raises(ProbeFailed, match="SIGSEGV" if name == "dies" else "did not finish"):
+            launcher.probe(resolved, probe_run.probe_args(5), timeout=3)
+    cli = subprocess.run([sys.executable, "-m", "survey", "probe", "--python", str(tmp_path / "python-that-dies")],
+                         capture_output=True, text=True, cwd=ROOT)
+    assert cli.returncode == exitcodes.PROBE_FAILED and "killed by SIGSEGV" in cli.stderr
