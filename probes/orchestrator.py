@@ -271,7 +271,9 @@ class Probe(object):
         gpu = self.facts.get("gpu", {})
         nvidia = bool(gpu.get("nvidia_devices"))
         timed_out = proc["timed_out"] and result is None
-        cls = classify.classify_start(result, proc["exit_code"], timed_out, nvidia)
+        # Killed by us after it reported: the signal is ours, the outcome is its result's.
+        code = None if (proc["timed_out"] and result is not None) else proc["exit_code"]
+        cls = classify.classify_start(result, code, timed_out, nvidia)
         call = "proton.start(%r, backend=%r%s)" % ("proton", backend, "" if mode is None else ", mode=%r" % mode)
         entry = {
             "backend": backend,

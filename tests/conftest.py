@@ -36,3 +36,34 @@ def filled_store(store: Store) -> Store:
             ingest(s, report_bytes(f"cpu-triton-{v}.json"), candidate=f"triton-{v}", label=f"Triton {v}",
                    kind="pip", spec={"pip": f"triton=={v}"}, position=pos, source="ingest")
     return store
+
+
+class CliResult:
+    def __init__(self, returncode: int, stdout: str, stderr: str):
+        self.returncode, self.stdout, self.stderr = returncode, stdout, stderr
+
+    def __repr__(self) -> str:
+        return f"CliResult({self.returncode}, stdout={self.stdout[-500:]!r}, stderr={self.stderr[-500:]!r})"
+
+
+def survey_cli(*args: str) -> CliResult:
+    """Run ``survey ARGS`` in this process (the real ``survey.cli.main``, exit code
+    included) - a subprocess costs a second of imports per call."""
+    import contextlib
+    import io
+    import sys
+
+    from survey import cli
+
+    out, err = io.StringIO(), io.StringIO()
+    argv = sys.argv
+    sys.argv = ["survey", *args]
+    code = 0
+    try:
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            cli.main()
+    except SystemExit as e:
+        code = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
+    finally:
+        sys.argv = argv
+    return CliResult(code, out.getvalue(), err.getvalue())

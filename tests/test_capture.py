@@ -58,8 +58,11 @@ def test_empty_capture_is_its_own_outcome(tmp_path: Path) -> None:
 
 def test_hang_after_capture_keeps_the_artifact(tmp_path: Path) -> None:
     env = fake_gpu_stack(tmp_path, "hang_at_exit")
-    rep = run_probe(sys.executable, ["probe", "--timeout", "20", "--capture-timeout", "8", "--only", "cupti",
+    rep = run_probe(sys.executable, ["probe", "--timeout", "3", "--capture-timeout", "5", "--only", "cupti",
                                      "--no-auto-capture", "--capture", "cupti"] + SMALL, pythonpath=env)[0]
+    # the start check itself started, finalized, then hung on the way out
+    start = {(m["backend"], m["mode"]): m for m in rep["modes"]}[("cupti", None)]
+    assert start["outcome"] == O.OK and start["hung_at_exit"] is True
     cap = captures(rep)[("cupti", None)]
     assert cap["outcome"] == O.HANG_AFTER_CAPTURE and cap["timed_out"] is True
     assert cap["kernel_count"] == 7 and cap["artifact"]["content"]

@@ -4,8 +4,6 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -14,7 +12,7 @@ from survey import evidence, exitcodes
 from survey import recipe as recipe_mod
 from survey.errors import RecipeError
 from survey.ingest import ingest
-from tests.conftest import report_bytes
+from tests.conftest import report_bytes, survey_cli
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -105,22 +103,21 @@ def test_recipe_check_end_to_end(gpu_store, tmp_path: Path) -> None:
     ok = recipe_mod.load(write_recipe(tmp_path, "  backend: rocprofiler\n  backend_mode: pcsampling\n"))
     assert (ok.backend, ok.mode) == ("rocprofiler", "pcsampling")
     p = write_recipe(tmp_path, "  backend: rocprofiler\n  backend_mode: pcsampling\n")
-    cli = subprocess.run([sys.executable, "-m", "survey", "check", "triton-3.9.0", "--recipe", str(p), "--json",
-                          "--db", gpu_store.url], capture_output=True, text=True, cwd=ROOT)
+    cli = survey_cli("check", "triton-3.9.0", "--recipe", str(p), "--json",
+                          "--db", gpu_store.url)
     assert cli.returncode == 2
     verdict = json.loads(cli.stdout)
     assert verdict["verdict"] == "cannot_run"
     assert "built without rocprofiler-sdk PC sampling support" in verdict["reason"]
     bad = write_recipe(tmp_path, "  backend: roctracer\n  backend_mode: pcsampling\n")
-    cli = subprocess.run([sys.executable, "-m", "survey", "check", "triton-3.9.0", "--recipe", str(bad), "--db",
-                          gpu_store.url], capture_output=True, text=True, cwd=ROOT)
+    cli = survey_cli("check", "triton-3.9.0", "--recipe", str(bad), "--db",
+                          gpu_store.url)
     assert cli.returncode == exitcodes.INPUT and "roctracer accepts only" in cli.stderr
 
 
 def test_cli_exit_codes_and_usage(gpu_store) -> None:
     def run(*args):
-        return subprocess.run([sys.executable, "-m", "survey", "check", *args, "--db", gpu_store.url],
-                              capture_output=True, text=True, cwd=ROOT)
+        return survey_cli("check", *args, "--db", gpu_store.url)
 
     r = run("h200", "--backend", "cupti")
     assert r.returncode == 0 and "will run" in r.stdout
@@ -141,9 +138,8 @@ def test_diff_between_candidates_and_runs(gpu_store) -> None:
         assert changes["rocprofiler:none"] == ("unknown_backend", "library_missing")
         same = evidence.diff_runs(evidence.resolve_ref(s, "run:3"), evidence.resolve_ref(s, "#3"))
         assert same["same"] is True
-    cli = subprocess.run([sys.executable, "-m", "survey", "diff", "triton-3.8.0", "triton-3.9.0", "--db",
-                          gpu_store.url], capture_output=True, text=True, cwd=ROOT)
+    cli = survey_cli("diff", "triton-3.8.0", "triton-3.9.0", "--db",
+                          gpu_store.url)
     assert cli.returncode == 0 and "3.8.0 -> 3.9.0" in cli.stdout
-    cli = subprocess.run([sys.executable, "-m", "survey", "diff", "triton-3.8.0", "nosuch", "--db", gpu_store.url],
-                         capture_output=True, text=True, cwd=ROOT)
+    cli = survey_cli("diff", "triton-3.8.0", "nosuch", "--db", gpu_store.url)
     assert cli.returncode == exitcodes.INPUT and "no candidate named 'nosuch'" in cli.stderr

@@ -4,8 +4,6 @@ and the migration matching the models."""
 from __future__ import annotations
 
 import sqlite3
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -15,6 +13,7 @@ from sqlalchemy import create_engine, inspect
 
 from db.models import Base
 from db.store import NewerDatabaseError, Store, StoreError, head_revision
+from tests.conftest import survey_cli
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -47,8 +46,7 @@ def test_newer_database_is_refused_with_a_clear_message(tmp_path: Path) -> None:
         c.execute("update alembic_version set version_num = '9999'")
     with pytest.raises(NewerDatabaseError, match="9999.*newer proton-survey"):
         Store(f"sqlite:///{path}")
-    cli = subprocess.run([sys.executable, "-m", "survey", "table", "--db", f"sqlite:///{path}"],
-                         capture_output=True, text=True, cwd=ROOT)
+    cli = survey_cli("table", "--db", f"sqlite:///{path}")
     assert cli.returncode == 65 and "newer proton-survey" in cli.stderr
 
 

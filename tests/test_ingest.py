@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -13,7 +11,7 @@ from sqlalchemy import func, select
 from db import models as m
 from survey.errors import InvalidReport
 from survey.ingest import ingest
-from tests.conftest import report_bytes
+from tests.conftest import report_bytes, survey_cli
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -74,8 +72,7 @@ def test_cli_ingest_invalid_then_duplicate(tmp_path: Path) -> None:
     good.write_bytes(report_bytes("cpu-triton-3.9.0.json"))
 
     def survey(*args):
-        return subprocess.run([sys.executable, "-m", "survey", *args, "--db", db], capture_output=True, text=True,
-                              cwd=ROOT)
+        return survey_cli(*args, "--db", db)
 
     # one bad file in the batch: nothing at all is stored
     r = survey("ingest", str(good), str(bad))

@@ -17,6 +17,7 @@ from survey import exitcodes, probe_run
 from survey.errors import NotAPython, ProbeFailed
 from survey.launchers.python import PythonLauncher
 from survey.report import parse_report
+from tests.conftest import survey_cli
 from tests.envs import fake_triton, pypi_venv
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -97,8 +98,8 @@ def test_python_without_triton_gives_a_report_and_its_own_exit_code(tmp_path: Pa
     assert has_triton is False
     rep = json.loads(raw)
     assert rep["environment"]["triton"]["status"] == "absent" and rep["modes"] == []
-    cli = subprocess.run([sys.executable, "-m", "survey", "probe", "--python", sys.executable,
-                          "-o", str(tmp_path / "r.json")], capture_output=True, text=True, cwd=ROOT)
+    cli = survey_cli("probe", "--python", sys.executable,
+                          "-o", str(tmp_path / "r.json"))
     assert cli.returncode == exitcodes.NO_TRITON, cli.stderr
     assert json.loads((tmp_path / "r.json").read_text())["environment"]["triton"]["status"] == "absent"
 
@@ -117,8 +118,7 @@ def test_not_a_python(tmp_path: Path, target: str, needle: str) -> None:
     target = target.format(tmp=tmp_path)
     with pytest.raises(NotAPython, match=needle):
         PythonLauncher(target).obtain()
-    cli = subprocess.run([sys.executable, "-m", "survey", "probe", "--python", target], capture_output=True,
-                         text=True, cwd=ROOT)
+    cli = survey_cli("probe", "--python", target)
     assert cli.returncode == exitcodes.NOT_A_PYTHON
     assert needle in cli.stderr
 
@@ -314,6 +314,5 @@ def test_a_target_that_dies_or_hangs_is_a_clear_error(tmp_path: Path) -> None:
         resolved = launcher.obtain()
         with pytest.raises(ProbeFailed, match="SIGSEGV" if name == "dies" else "did not finish"):
             launcher.probe(resolved, probe_run.probe_args(5), timeout=3)
-    cli = subprocess.run([sys.executable, "-m", "survey", "probe", "--python", str(tmp_path / "python-that-dies")],
-                         capture_output=True, text=True, cwd=ROOT)
+    cli = survey_cli("probe", "--python", str(tmp_path / "python-that-dies"))
     assert cli.returncode == exitcodes.PROBE_FAILED and "killed by SIGSEGV" in cli.stderr

@@ -16,6 +16,7 @@ import pytest
 
 from survey import catalog as catalog_mod
 from survey.errors import CatalogError
+from tests.conftest import survey_cli
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -39,8 +40,7 @@ index_url = "http://127.0.0.1:9/simple"
 
 
 def survey(db: str, *args: str, **kw) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "survey", *args, "--db", db], capture_output=True, text=True,
-                          cwd=ROOT, **kw)
+    return survey_cli(*args, "--db", db)
 
 
 def rows(path: Path, sql: str) -> list[tuple]:

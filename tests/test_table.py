@@ -4,8 +4,6 @@ step with a docs file (drift check, write-in-place touching nothing else)."""
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -14,7 +12,7 @@ from survey import evidence
 from survey import table as table_mod
 from survey.errors import InputError
 from survey.ingest import ingest
-from tests.conftest import report_bytes
+from tests.conftest import report_bytes, survey_cli
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -98,8 +96,7 @@ def test_drift_check_and_write_in_place(filled_store, tmp_path: Path) -> None:
     db = filled_store.url
 
     def survey(*args):
-        return subprocess.run([sys.executable, "-m", "survey", "table", *args, "--db", db], capture_output=True,
-                              text=True, cwd=ROOT)
+        return survey_cli("table", *args, "--db", db)
 
     r = survey("--check", str(doc))
     assert r.returncode == 1
