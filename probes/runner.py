@@ -52,8 +52,9 @@ class Counter(object):
         self.n += 1
 
 
-def run(argv, env, timeout, cwd=None, counter=None, stdin_data=None, on_timeout=None):
-    """Run ``argv``; returns a dict with exit code, timing and output tails.
+def run(argv, env, timeout, cwd=None, counter=None, stdin_data=None, on_timeout=None, keep_stdout=False):
+    """Run ``argv``; returns a dict with exit code, timing and output tails
+    (and all of stdout as bytes under ``stdout`` with ``keep_stdout``).
 
     ``on_timeout`` is called (before the kill) when the timeout is reached, so a
     caller can harvest what the child left behind.
@@ -110,7 +111,10 @@ def run(argv, env, timeout, cwd=None, counter=None, stdin_data=None, on_timeout=
         duration = time.time() - t0
         out, out_size = _read_tail(fout)
         err, err_size = _read_tail(ferr)
-    return {
+        if keep_stdout:
+            fout.seek(0)
+            full = fout.read()
+    res = {
         "argv": list(argv),
         "exit_code": proc.returncode,
         "timed_out": timed_out,
@@ -120,3 +124,7 @@ def run(argv, env, timeout, cwd=None, counter=None, stdin_data=None, on_timeout=
         "stdout_bytes": out_size,
         "stderr_bytes": err_size,
     }
+    if keep_stdout:
+        res["stdout"] = full
+        res["stderr"] = decode(err)
+    return res

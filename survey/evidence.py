@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -427,30 +428,27 @@ class CheckResult:
         return asdict(self)
 
 
-def _who_has_backend(s: Session, backend: str) -> list[str]:
+def _measured_builds(s: Session, keep: Callable[[ModeVerdict], bool], note_stub: bool = False) -> list[str]:
+    """Candidates whose latest complete run has a verdict ``keep`` accepts."""
     out = []
     latest = latest_runs(s)
     for cand in candidates(s):
         run = latest.get(cand.id, (None, None))[0]
-        if run is None:
-            continue
-        for v in run_verdicts(run):
-            if v.backend == backend and v.verdict != "absent" and v.mode is None:
-                out.append(f"{cand.name} (Triton {run.triton_version})")
+        for v in run_verdicts(run) if run is not None else []:
+            if keep(v):
+                stub = ", stub-derived" if note_stub and v.source == "stub" else ""
+                out.append(f"{cand.name} (Triton {run.triton_version}{stub})")  # type: ignore[union-attr]
+                break
     return out
+
+
+def _who_has_backend(s: Session, backend: str) -> list[str]:
+    return _measured_builds(s, lambda v: v.backend == backend and v.mode is None and v.verdict != "absent")
 
 
 def _who_accepts(s: Session, backend: str, mode: str | None) -> list[str]:
-    out = []
-    latest = latest_runs(s)
-    for cand in candidates(s):
-        run = latest.get(cand.id, (None, None))[0]
-        if run is None:
-            continue
-        for v in run_verdicts(run):
-            if v.backend == backend and v.mode == mode and v.verdict == "accepted":
-                out.append(f"{cand.name} (Triton {run.triton_version}{', stub-derived' if v.source == 'stub' else ''})")
-    return out
+    return _measured_builds(s, lambda v: v.backend == backend and v.mode == mode and v.verdict == "accepted",
+                            note_stub=True)
 
 
 def check_run(s: Session, run: m.Run, target: str, backend: str, mode: str | None) -> CheckResult:

@@ -11,7 +11,6 @@ import hashlib
 import json
 import os
 import signal
-import subprocess
 import tempfile
 import threading
 from collections.abc import Callable, Sequence
@@ -20,6 +19,7 @@ from pathlib import Path
 
 from probes import bundle as probe_bundle
 from probes import cli as probe_cli
+from probes import runner
 from probes import stubs as probe_stubs
 from survey import cache
 from survey.errors import NotAPython, ProbeFailed
@@ -84,49 +84,13 @@ def run_bundle(
     with_stubs: bool = True,
 ) -> BundleOutput:
     """Run ``prefix -c BOOTSTRAP <args>`` with the bundle on stdin."""
-    import time
 
     argv = [*prefix, "-c", BOOTSTRAP, *args]
-    data = bundle_bytes(with_stubs)
-    t0 = time.time()
-    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
-        try:
-            proc = subprocess.Popen(
-                argv, stdin=subprocess.PIPE, stdout=out, stderr=err, env=env, start_new_session=True
-            )
-        except (FileNotFoundError, PermissionError, NotADirectoryError) as e:
-            raise NotAPython(f"cannot run {prefix[0]}: {e.strerror or e}") from e
-        except OSError as e:
-            raise NotAPython(f"cannot run {prefix[0]}: {e}") from e
-        timed_out = False
-        try:
-            assert proc.stdin is not None
-            try:
-                proc.stdin.write(data)
-                proc.stdin.close()
-            except BrokenPipeError:
-                pass
-            proc.wait(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            timed_out = True
-            if on_timeout is not None:
-                on_timeout()
-            _killpg(proc.pid)
-            proc.wait()
-        finally:
-            _killpg(proc.pid)
-        out.seek(0)
-        err.seek(0)
-        stdout = out.read()
-        stderr = err.read().decode("utf-8", "backslashreplace")
-    return BundleOutput(proc.returncode, stdout, stderr, timed_out, time.time() - t0)
-
-
-def _killpg(pid: int) -> None:
-    try:
-        os.killpg(pid, signal.SIGKILL)
-    except OSError:
-        pass
+    res = runner.run(argv, env, timeout, stdin_data=bundle_bytes(with_stubs), on_timeout=on_timeout,
+                     keep_stdout=True)
+    if res.get("spawn_error"):
+        raise NotAPython(f"cannot run {prefix[0]}: {res['spawn_error'].split(': ', 1)[-1]}")
+    return BundleOutput(res["exit_code"], res["stdout"], res["stderr"], res["timed_out"], res["duration_s"])
 
 
 def _tail(text: str, n: int = 12) -> str:
