@@ -78,11 +78,13 @@ class ModeVerdict:
     message: str | None = None
     live_id: int | None = None
     stub_id: int | None = None
+    stub_rule: str | None = None
 
 
 def mode_verdict(live: m.ModeRow, stub: m.ModeRow | None) -> ModeVerdict:
     v = ModeVerdict(live.backend, live.mode, live.outcome, "unknown", None, "", live.library,
-                    stub.outcome if stub else None, live.rule, live.message, live.id, stub.id if stub else None)
+                    stub.outcome if stub else None, live.rule, live.message, live.id, stub.id if stub else None,
+                    stub.rule if stub else None)
     o = live.outcome
     if o == O.OK:
         v.verdict, v.source, v.reason = "accepted", "live", "proton.start() succeeded"
@@ -324,11 +326,7 @@ def modes_phrase(run: m.Run, backend: str = "rocprofiler") -> str:
             if acc:
                 sub.append(f"{_modes_list(acc)} accepted")
             for v in ref:
-                stub_rule = None
-                for r in run.modes:
-                    if r.id == v.stub_id:
-                        stub_rule = r.rule
-                sub.append(f"`{v.mode}` refused ({REFUSAL_REASONS.get(stub_rule or '', 'refused')})")
+                sub.append(f"`{v.mode}` refused ({REFUSAL_REASONS.get(v.stub_rule or '', 'refused')})")
             if sub:
                 text += "; with a stub library (not a live result): " + ", ".join(sub)
         parts.append(text)
