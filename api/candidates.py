@@ -14,7 +14,7 @@ from dataclasses import asdict
 from typing import Any
 
 from fastapi import APIRouter, Request
-from sqlalchemy import select
+from sqlalchemy import func, select
 from sqlalchemy.orm import Session, selectinload
 
 from api import formats
@@ -23,10 +23,12 @@ from api.render import q
 from api.runs import run_summary
 from api.schemas import ERRORS, CandidateResponse, CandidatesResponse
 from db import models as m
-from survey import evidence
+from survey import errortext, queries
+from survey import verdicts as survey_verdicts
 from survey.errors import UnknownTarget
 
-LIST_COLUMNS = ["name", "label", "kind", "status", "runs", "latest_run", "latest_date", "triton_version",
+LIST_COLUMNS = ["scope", "platform", "tries", "name", "label", "kind", "status", "runs", "latest_run", "latest_date",
+                "triton_version",
                 "last_attempt", "last_attempt_date", "last_error"]
 RUN_COLUMNS = ["id", "status", "source", "finished_at", "triton_version", "host", "probe_version", "image_digest",
                "error"]
@@ -40,23 +42,23 @@ def _first_line(text: str | None) -> str | None:
 
 
 def candidates_view(request: Request, fmt: str) -> Resource:
+    """Every stored candidate (catalog and ad hoc), one row per platform it has evidence on."""
     with request.app.state.store.session() as s:
-        latest = evidence.latest_runs(s)
-        counts: dict[int, int] = {}
-        for cid in s.scalars(select(m.Run.candidate_id)):
-            counts[cid] = counts.get(cid, 0) + 1
+        counts = dict(s.execute(select(m.Run.candidate_id, func.count()).group_by(m.Run.candidate_id)).all())
         rows = []
-        for c in evidence.candidates(s):
-            complete, last = latest.get(c.id, (None, None))
+        for slot in queries.slots(s):
+            c, complete, last = slot.candidate, slot.complete, slot.last
             status = "measured" if complete is not None else (last.status if last is not None else "not_probed")
             rows.append({
-                "name": c.name, "label": c.label, "kind": c.kind, "status": status, "runs": counts.get(c.id, 0),
+                "name": c.name, "label": c.label, "kind": c.kind, "scope": c.scope, "platform": slot.platform_key,
+                "platform_label": slot.platform_label, "status": status, "runs": counts.get(c.id, 0),
                 "latest_run": complete.id if complete else None,
-                "latest_date": evidence.iso(complete.finished_at) if complete else None,
+                "latest_date": queries.iso(complete.finished_at) if complete else None,
                 "triton_version": complete.triton_version if complete else None,
                 "last_attempt": last.status if last is not None else None,
-                "last_attempt_date": evidence.iso(last.finished_at) if last is not None else None,
-                "last_error": _first_line(last.error) if last is not None else None,
+                "last_attempt_date": queries.iso(last.last_tried_at or last.finished_at) if last is not None else None,
+                "tries": last.tries if last is not None else None,
+                "last_error": errortext.cause(last.error, c.spec) if last is not None and last.error else None,
                 "url": f"/candidates/{q(c.name)}",
             })
     return Resource({"candidates": rows}, "candidates.html", {"title": "Candidates", "candidates": rows},
@@ -80,18 +82,18 @@ def _find(s: Session, name: str, fmt: str) -> tuple[m.Candidate, str]:
 def candidate_view(request: Request, fmt: str, name: str) -> Any:
     with request.app.state.store.session() as s:
         cand, fmt = _find(s, name, fmt)
-        latest = evidence.latest_complete(s, cand.id)
+        latest = queries.latest_complete(s, cand.id)
         runs = sorted(cand.runs, key=lambda r: r.id, reverse=True)
         last = runs[0] if runs else None
-        verdicts = evidence.run_verdicts(latest) if latest is not None else []
+        verdicts = survey_verdicts.run_verdicts(latest) if latest is not None else []
         latest_data = None
         if latest is not None:
-            latest_data = {**run_summary(latest), "provenance": evidence.provenance(latest),
+            latest_data = {**run_summary(latest), "provenance": queries.provenance(latest),
                            "verdicts": [asdict(v) for v in verdicts]}
         run_rows = [run_summary(r) for r in runs]
         info = {"name": cand.name, "label": cand.label, "kind": cand.kind, "spec": cand.spec,
-                "position": cand.position, "created_at": evidence.iso(cand.created_at),
-                "updated_at": evidence.iso(cand.updated_at)}
+                "position": cand.position, "created_at": queries.iso(cand.created_at),
+                "updated_at": queries.iso(cand.updated_at)}
         data = {"candidate": info, "latest": latest_data,
                 "last_attempt": run_summary(last) if last is not None else None, "runs": run_rows}
         ctx = {"title": f"Candidate {cand.name}", "candidate": info, "latest": latest_data, "verdicts": verdicts,

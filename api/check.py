@@ -13,23 +13,18 @@ import shlex
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Query, Request
-from sqlalchemy import select
 
 from api import formats
 from api.errors import ApiError
 from api.formats import Resource
 from api.schemas import ERRORS, CheckResponse
-from db import models as m
 from probes import outcomes as O
-from survey import evidence, exitcodes
-from survey.evidence import CheckResult
+from survey import check as survey_check
+from survey import exitcodes, queries, targets
+from survey.check import CheckResult
 
-COLUMNS = ["target", "backend", "mode", "exit_code", "verdict", "reason", "fix", "details", "candidate", "run_id",
-           "outcome", "evidence_date", "evidence_age"]
-
-
-def names_for(target: str) -> list[str]:
-    return [target, f"python:{target}", f"image:{target}"]
+COLUMNS = ["target", "backend", "mode", "exit_code", "verdict", "cause", "reason", "fix", "details", "candidate",
+           "platform", "run_id", "live_outcome", "evidence_date", "evidence_age"]
 
 
 def _command(target: str, backend: str, mode: str | None) -> str:
@@ -37,29 +32,16 @@ def _command(target: str, backend: str, mode: str | None) -> str:
     return cmd + (f" --mode {shlex.quote(mode)}" if mode else "")
 
 
-def answer(s: Any, target: str, backend: str, mode: str | None) -> dict[str, Any]:
-    tried: list[m.Candidate] = []
-    for name in names_for(target):
-        cand = s.scalar(select(m.Candidate).where(m.Candidate.name == name))
-        if cand is None:
-            continue
-        run = evidence.latest_complete(s, cand.id)
-        if run is not None:
-            res = evidence.check_run(s, run, target, backend, mode)
-            return {**res.as_dict(), "candidate": cand.name}
-        tried.append(cand)
-    reason = f"no stored evidence for {target!r}"
-    for cand in tried:
-        last = max(cand.runs, key=lambda r: r.id, default=None)
-        if last is not None:
-            first = (last.error or "").strip().splitlines()
-            reason += (f"; candidate {cand.name!r} was last tried {evidence.iso(last.finished_at)}: {last.status}"
-                       + (f" ({first[-1][:200]})" if first else ""))
-    fix = (f"run `{_command(target, backend, evidence.mode_label(mode) if mode else None)}` on a host that can "
+def answer(s: Any, target: str, backend: str, mode: str | None, platform: str | None = None) -> dict[str, Any]:
+    """From stored evidence only, through the CLI's own resolver (survey.targets)."""
+    name = targets.stored_candidate(s, target)
+    if name is not None:
+        return survey_check.check_stored(s, name, target, backend, mode, platform).as_dict()
+    fix = (f"run `{_command(target, backend, queries.mode_label(mode) if mode else None)}` on a host that can "
            "probe it (it probes the target and stores the evidence), or run `survey probe` there and upload the "
            "report (POST /runs)")
-    res = CheckResult(exitcodes.NOT_ENOUGH_EVIDENCE, "not_enough_evidence", reason, fix, target, backend, mode)
-    return {**res.as_dict(), "candidate": tried[0].name if tried else None}
+    return CheckResult(exitcodes.NOT_ENOUGH_EVIDENCE, "not_enough_evidence", "not_probed",
+                       f"no stored evidence for {target!r}", fix, target, backend, mode).as_dict()
 
 
 def check_view(
@@ -68,6 +50,9 @@ def check_view(
     target: Annotated[str | None, Query(description="a candidate name, an interpreter path or an image")] = None,
     backend: Annotated[str | None, Query(description="the Proton backend: " + ", ".join(O.BACKENDS))] = None,
     mode: Annotated[str | None, Query(description="its mode (empty or `none`: no mode)")] = None,
+    platform: Annotated[str | None, Query(description="the platform whose evidence answers (a key, or a part "
+                                                      "of one: sm_90, gfx942); needed when there are several")]
+    = None,
 ) -> Resource:
     form = {"target": target or "", "backend": backend or "", "mode": mode or ""}
     ctx: dict[str, Any] = {"title": "Check", "form": form, "result": None}
@@ -82,9 +67,9 @@ def check_view(
         raise ApiError(422, "invalid_input", f"unknown backend {backend!r}; one of {', '.join(O.BACKENDS)}",
                        field="backend")
     with request.app.state.store.session() as s:
-        result = answer(s, target, backend, evidence.mode_from_label(mode))
-    ctx.update(title=f"Check {target}: {backend} {evidence.mode_label(result['mode'])}", result=result)
-    row = {**result, "mode": evidence.mode_label(result["mode"])}
+        result = answer(s, target, backend, queries.mode_from_label(mode), platform)
+    ctx.update(title=f"Check {target}: {backend} {queries.mode_label(result['mode'])}", result=result)
+    row = {**result, "mode": queries.mode_label(result["mode"])}
     return Resource(result, "check.html", ctx, rows=[row], columns=COLUMNS)
 
 

@@ -12,7 +12,8 @@ from api.errors import ApiError
 from api.formats import Resource
 from api.runs import MAX_ID
 from api.schemas import ERRORS, DiffResponse
-from survey import evidence
+from survey import diff as survey_diff
+from survey import queries
 from survey.errors import UnknownTarget
 
 SECTIONS = ("environment", "modes", "libraries", "captures")
@@ -25,7 +26,7 @@ def _resolve(s: Any, ref: str, field: str) -> Any:
     if digits.isdigit() and int(digits) > MAX_ID:
         raise ApiError(404, "not_found", f"no run #{digits} in the store", field=field)
     try:
-        return evidence.resolve_ref(s, ref)
+        return queries.resolve_ref(s, ref)
     except UnknownTarget as e:
         raise ApiError(404, "not_found", e.message, field=field, hint=e.hint)
 
@@ -42,7 +43,7 @@ def diff_view(
         missing = "a" if not a else "b"
         raise ApiError(422, "invalid_input", f"{missing}: give two runs or candidates, ?a=...&b=...", field=missing)
     with request.app.state.store.session() as s:
-        d = evidence.diff_runs(_resolve(s, a, "a"), _resolve(s, b, "b"))
+        d = survey_diff.diff_runs(_resolve(s, a, "a"), _resolve(s, b, "b"))
     rows = [{"section": "fields", "key": k, "a": v["a"], "b": v["b"]} for k, v in d["fields"].items()]
     for section in SECTIONS:
         rows += [{"section": section, **c} for c in d[section]]

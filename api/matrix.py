@@ -20,24 +20,29 @@ from api.errors import ApiError
 from api.schemas import ERRORS, MatrixResponse
 from db.store import Store
 from probes import outcomes as O
-from survey import evidence
+from survey import docs_table, queries
+from survey import matrix as survey_matrix
 from survey import table as table_mod
+from survey import verdicts as survey_verdicts
 
 COLUMNS = [
-    "candidate", "label", "kind", "status", "triton_version", "backend", "mode", "mode_arg", "outcome", "verdict",
+    "candidate", "label", "kind", "scope", "platform", "platform_label", "status", "triton_version", "environment",
+    "backend", "mode", "mode_arg", "outcome", "verdict",
     "verdict_source", "stub_outcome", "library", "reason", "capture_outcome", "capture_kernel_count",
-    "capture_gpu_time_ns", "run_id", "date", "image_digest", "evidence", "last_attempt", "error",
+    "capture_gpu_time_ns", "run_id", "date", "image_digest", "evidence", "last_attempt", "error", "tries",
 ]
-MODE_LABELS = (evidence.NO_MODE, *(m for m in O.COMMON_MODES if m), *O.INSTRUMENTATION_MODES)
-FILTER_NAMES = ("backend", "mode", "candidate", "outcome")
+MODE_LABELS = (queries.NO_MODE, *(m for m in O.COMMON_MODES if m), *O.INSTRUMENTATION_MODES)
+FILTER_NAMES = ("backend", "mode", "candidate", "outcome", "platform", "scope")
 
 
 def matrix_rows(s: Session, filters: dict[str, str | None]) -> list[dict[str, Any]]:
-    return evidence.matrix(s, **filters)
+    f = dict(filters)
+    scope = f.pop("scope", None) or "catalog"
+    return survey_matrix.matrix(s, scope=scope, **f)
 
 
 def _column_key(col: tuple[str, str | None]) -> tuple[int, int]:
-    return evidence.BACKEND_ORDER.get(col[0], 99), evidence.MODE_ORDER.get(col[1], 9)
+    return survey_verdicts.BACKEND_ORDER.get(col[0], 99), survey_verdicts.MODE_ORDER.get(col[1], 9)
 
 
 def grid(rows: list[dict[str, Any]]) -> dict[str, Any]:
@@ -66,9 +71,13 @@ def grid(rows: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 def _check_filters(backend: str | None, mode: str | None, candidate: str | None,
-                   outcome: str | None) -> dict[str, str | None]:
+                   outcome: str | None, platform: str | None = None,
+                   scope: str | None = None) -> dict[str, str | None]:
     filters = {"backend": backend or None, "mode": mode or None, "candidate": candidate or None,
-               "outcome": outcome or None}
+               "outcome": outcome or None, "platform": platform or None, "scope": scope or None}
+    if filters["scope"] and filters["scope"] not in queries.SCOPES:
+        raise ApiError(422, "invalid_input", f"unknown scope {scope!r}; one of {', '.join(queries.SCOPES)}",
+                       field="scope")
     if filters["backend"] and filters["backend"] not in O.BACKENDS:
         raise ApiError(422, "invalid_input", f"unknown backend {backend!r}; one of {', '.join(O.BACKENDS)}",
                        field="backend")
@@ -81,11 +90,12 @@ def _check_filters(backend: str | None, mode: str | None, candidate: str | None,
 def build(store: Store, fmt: str, filters: dict[str, str | None], version: str) -> Entry:
     with store.session() as s:
         if fmt == "md":
-            if any(filters.values()):
+            if any(v for k, v in filters.items() if k != "scope"):
                 raise ApiError(422, "invalid_input", "the docs table (/matrix.md) is not filtered; drop the filters, "
                                "or ask /matrix.csv or /matrix.json for the filtered rows",
                                field=next(k for k, v in filters.items() if v))
-            text = table_mod.render(table_mod.frame(evidence.table_rows(s), evidence.TABLE_COLUMNS), "md")
+            table = docs_table.table_rows(s, filters.get("scope") or "catalog")
+            text = table_mod.render(table_mod.frame(table, docs_table.columns(table)), "md")
             body = text.encode("utf-8")
         else:
             rows = matrix_rows(s, filters)
@@ -95,7 +105,7 @@ def build(store: Store, fmt: str, filters: dict[str, str | None], version: str) 
             elif fmt == "csv":
                 body = formats.body(formats.Resource(None, "", rows=rows, columns=COLUMNS), "csv")
             else:
-                names = [c.name for c in evidence.candidates(s)]
+                names = [c.name for c in queries.candidates(s)]
                 body = render.page("matrix.html", {
                     "title": "Availability matrix", "rows": rows, "grid": grid(rows), "filters": filters,
                     "choices": {"backend": O.BACKENDS, "mode": MODE_LABELS, "candidate": names,
@@ -114,14 +124,17 @@ async def matrix_view(
     mode: Annotated[str | None, Query(description="only this mode; `none` means no mode")] = None,
     candidate: Annotated[str | None, Query(description="only this candidate (by name)")] = None,
     outcome: Annotated[str | None, Query(description="only this outcome: " + ", ".join(O.OUTCOMES))] = None,
+    platform: Annotated[str | None, Query(description="only this platform (its key)")] = None,
+    scope: Annotated[str | None, Query(description="catalog (default: what the docs publish) or all (ad-hoc "
+                                                   "evidence too)")] = None,
     if_none_match: Annotated[str | None, Header(description="an ETag of an earlier answer: 304 if unchanged")]
     = None,
 ) -> Response:
-    filters = _check_filters(backend, mode, candidate, outcome)
+    filters = _check_filters(backend, mode, candidate, outcome, platform, scope)
     state = request.app.state
     cache = state.matrix_cache
     version = cache.version() if cache.local else await run_in_threadpool(cache.version)
-    key = (fmt, filters["backend"], filters["mode"], filters["candidate"], filters["outcome"])
+    key = (fmt, *(filters[k] for k in FILTER_NAMES))
     entry = state.matrix_cache.get(version, key)
     if entry is None:
         entry = await run_in_threadpool(build, state.store, fmt, filters, version)

@@ -14,7 +14,8 @@ from api.errors import ApiError
 from api.formats import Resource
 from api.schemas import ERRORS, RunResponse
 from db import models as m
-from survey import evidence
+from survey import queries
+from survey import verdicts as survey_verdicts
 
 MAX_ID = 2**63 - 1
 MODE_COLUMNS = ["backend", "mode", "env", "stub", "outcome", "rule", "library", "signal", "exc_type", "message",
@@ -28,8 +29,8 @@ def run_summary(run: m.Run) -> dict[str, Any]:
         "candidate": run.candidate.name,
         "status": run.status,
         "source": run.source,
-        "started_at": evidence.iso(run.started_at),
-        "finished_at": evidence.iso(run.finished_at),
+        "started_at": queries.iso(run.started_at),
+        "finished_at": queries.iso(run.finished_at),
         "host": run.host,
         "probe_version": run.probe_version,
         "schema_version": run.schema_version,
@@ -45,7 +46,7 @@ def run_summary(run: m.Run) -> dict[str, Any]:
 def get_run(s: Any, run_id: int) -> m.Run:
     if run_id > MAX_ID:
         raise ApiError(404, "not_found", f"no run #{run_id} in the store")
-    return evidence.get_run(s, run_id)
+    return queries.get_run(s, run_id)
 
 
 def parsed_report(run: m.Run) -> dict[str, Any] | None:
@@ -55,7 +56,7 @@ def parsed_report(run: m.Run) -> dict[str, Any] | None:
     return data if isinstance(data, dict) else None
 
 
-def mode_groups(report: dict[str, Any] | None, verdicts: list[evidence.ModeVerdict]) -> list[dict[str, Any]]:
+def mode_groups(report: dict[str, Any] | None, verdicts: list[survey_verdicts.ModeVerdict]) -> list[dict[str, Any]]:
     """The report's mode entries grouped per (backend, mode): the live check, its
     stub rerun and the inherited-environment check side by side, with the verdict."""
     if not report:
@@ -70,26 +71,26 @@ def mode_groups(report: dict[str, Any] | None, verdicts: list[evidence.ModeVerdi
         g["entries"].append(e)
     for g in groups.values():
         g["entries"].sort(key=lambda e: (e.get("env") != "clean", bool(e.get("stub"))))
-    return sorted(groups.values(), key=lambda g: (evidence.BACKEND_ORDER.get(g["backend"], 99),
-                                                  evidence.MODE_ORDER.get(g["mode"], 9)))
+    return sorted(groups.values(), key=lambda g: (survey_verdicts.BACKEND_ORDER.get(g["backend"], 99),
+                                                  survey_verdicts.MODE_ORDER.get(g["mode"], 9)))
 
 
 def run_view(request: Request, fmt: str, run_id: int) -> Resource:
     with request.app.state.store.session() as s:
         run = get_run(s, run_id)
-        verdicts = evidence.run_verdicts(run) if run.status == "complete" else []
+        verdicts = survey_verdicts.run_verdicts(run) if run.status == "complete" else []
         report = parsed_report(run)
         env = run.environment
         environment = {"identity": env.identity, "kind": env.kind, "resolved": env.resolved} if env else None
         summary = run_summary(run)
         data = {
             "run": summary,
-            "provenance": evidence.provenance(run) if run.status == "complete" else None,
+            "provenance": queries.provenance(run) if run.status == "complete" else None,
             "verdicts": [asdict(v) for v in verdicts],
             "environment": environment,
             "report": report,
         }
-        rows = [{c: getattr(r, c) for c in MODE_COLUMNS} | {"mode": evidence.mode_label(r.mode)} for r in run.modes]
+        rows = [{c: getattr(r, c) for c in MODE_COLUMNS} | {"mode": queries.mode_label(r.mode)} for r in run.modes]
         ctx = {
             "title": f"Run #{run.id} of {run.candidate.name}",
             "run": summary,

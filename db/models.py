@@ -1,11 +1,22 @@
 """Tables of the evidence store.
 
-A *run* is one probe report of one *environment* (what was resolved: installed
-distributions and wheel hashes, or an image digest) of one *candidate* (a named
-entry of the catalog, or an ingested/uploaded report's own name). The report is
-kept verbatim; its mode, library and capture results are also normalised into
-rows for querying. A candidate that could not be obtained gets a run with status
-``unobtainable`` and the real error, and no report.
+Three identities, kept apart:
+
+- an *environment* is the software that was probed: a venv or interpreter (its
+  prefix and its distributions' RECORD hashes), a pip candidate (the resolved
+  wheels and their sha256), an image (its digest);
+- a *platform* is the machine it ran on: GPU vendor, architecture and model
+  (``nvidia:sm_90:NVIDIA H200``), or no GPU (``none:x86_64``);
+- a *candidate* is how people name it: a catalog entry (``scope`` catalog: what the
+  docs table and ``/matrix`` publish) or a target checked or ingested ad hoc
+  (``scope`` adhoc: kept, not published unless asked).
+
+A *run* is one probe report of one environment on one platform, filed under one
+candidate. The report is kept in its canonical JSON; its mode, library and capture
+results are also normalised into rows for querying. A candidate that could not be
+obtained (or whose probe failed) gets a run with that status, the raw error and
+its normalised form (``error_key``); the same failure again only counts a retry
+(``tries``, ``last_tried_at``).
 """
 
 from __future__ import annotations
@@ -32,6 +43,7 @@ class Candidate(Base):
     name: Mapped[str] = mapped_column(String(200), unique=True)
     label: Mapped[str] = mapped_column(String(400))
     kind: Mapped[str] = mapped_column(String(20))  # python | pip | image | ingested
+    scope: Mapped[str] = mapped_column(String(20), default="catalog")  # catalog | adhoc
     spec: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
     position: Mapped[int] = mapped_column(Integer, default=0)  # order in its catalog
     created_at: Mapped[dt.datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
@@ -44,8 +56,9 @@ class Environment(Base):
     __tablename__ = "environments"
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
-    identity: Mapped[str] = mapped_column(String(64), unique=True)  # sha256 of `resolved`
-    kind: Mapped[str] = mapped_column(String(20))
+    identity: Mapped[str] = mapped_column(String(64), unique=True)  # sha256 of `resolved` (the identity document)
+    kind: Mapped[str] = mapped_column(String(20))  # interpreter | pip | image | reported (| python, ingested: 0001)
+    label: Mapped[str | None] = mapped_column(String(400), nullable=True)
     resolved: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
     image_digest: Mapped[str | None] = mapped_column(String(200), nullable=True)
     triton_distribution: Mapped[str | None] = mapped_column(String(100), nullable=True)
@@ -53,14 +66,30 @@ class Environment(Base):
     created_at: Mapped[dt.datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
 
 
+class Platform(Base):
+    __tablename__ = "platforms"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    key: Mapped[str] = mapped_column(String(300), unique=True)
+    vendor: Mapped[str] = mapped_column(String(20))  # nvidia | amd | none | unknown
+    model: Mapped[str | None] = mapped_column(String(200), nullable=True)
+    arch: Mapped[str | None] = mapped_column(String(60), nullable=True)
+    created_at: Mapped[dt.datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+
+
 class Run(Base):
     __tablename__ = "runs"
-    __table_args__ = (Index("ix_runs_candidate_finished", "candidate_id", "finished_at"),)
+    __table_args__ = (
+        Index("ix_runs_candidate_finished", "candidate_id", "finished_at"),
+        Index("ix_runs_candidate_platform", "candidate_id", "platform_id", "id"),
+    )
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
     candidate_id: Mapped[int] = mapped_column(ForeignKey("candidates.id"))
     environment_id: Mapped[int | None] = mapped_column(ForeignKey("environments.id"), nullable=True)
-    status: Mapped[str] = mapped_column(String(20))  # complete | unobtainable
+    platform_id: Mapped[int | None] = mapped_column(ForeignKey("platforms.id"), nullable=True)
+    platform_detail: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)  # driver, runtime, devices
+    status: Mapped[str] = mapped_column(String(20))  # complete | unobtainable | failed
     source: Mapped[str] = mapped_column(String(20))  # survey | ingest | upload | probe
     started_at: Mapped[dt.datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
     finished_at: Mapped[dt.datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
@@ -69,6 +98,9 @@ class Run(Base):
     schema_version: Mapped[int | None] = mapped_column(Integer, nullable=True)
     report_hash: Mapped[str | None] = mapped_column(String(64), unique=True, nullable=True)
     error: Mapped[str | None] = mapped_column(Text, nullable=True)
+    error_key: Mapped[str | None] = mapped_column(Text, nullable=True)  # the error, normalised (survey/errortext.py)
+    tries: Mapped[int] = mapped_column(Integer, default=1)
+    last_tried_at: Mapped[dt.datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
     triton_version: Mapped[str | None] = mapped_column(String(100), nullable=True)
     image_digest: Mapped[str | None] = mapped_column(String(200), nullable=True)
     profilers: Mapped[list[str] | None] = mapped_column(JSON, nullable=True)  # get_available_profilers()
@@ -76,6 +108,7 @@ class Run(Base):
 
     candidate: Mapped[Candidate] = relationship(back_populates="runs")
     environment: Mapped[Environment | None] = relationship()
+    platform: Mapped[Platform | None] = relationship()
     report: Mapped[Report | None] = relationship(back_populates="run", uselist=False)
     modes: Mapped[list[ModeRow]] = relationship(order_by="ModeRow.id")
     libraries: Mapped[list[LibraryRow]] = relationship(order_by="LibraryRow.id")
@@ -114,6 +147,8 @@ class ModeRow(Base):
     duration_s: Mapped[float] = mapped_column(Float)
     hung_at_exit: Mapped[bool] = mapped_column(Boolean, default=False)
     stderr_tail: Mapped[str] = mapped_column(Text, default="")
+    attempts: Mapped[list[dict[str, Any]] | None] = mapped_column(JSON, nullable=True)
+    outcome_counts: Mapped[dict[str, int] | None] = mapped_column(JSON, nullable=True)
 
 
 class LibraryRow(Base):

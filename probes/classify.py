@@ -29,6 +29,15 @@ RULES = (
         "ValueError '[PROTON] CuptiProfiler|RoctracerProfiler|RocprofSDKProfiler: unsupported mode: M' in 3.6.0-3.9.0",
     ),
     (
+        "unknown-mode",
+        O.UNSUPPORTED_MODE,
+        re.compile(r"^Unknown mode: (?P<mode>\S+)"),
+        "python/triton/profiler/hooks/instrumentation.py (mode parsing of the instrumentation backend): "
+        "raise ValueError(f\"Unknown mode: {mode_obj}\")",
+        "ValueError 'Unknown mode: pcsampling' for instrumentation in 3.6.0 (measured on an H200); "
+        "the same raise is in 3.7.1 and 3.8.0's instrumentation.py",
+    ),
+    (
         "pcsampling-not-built",
         O.UNSUPPORTED_MODE,
         re.compile(
@@ -71,6 +80,21 @@ CUPTI_NOT_INITIALIZED = (
     "Dispatch.h Dispatch::check() with CUPTI_ERROR_NOT_INITIALIZED = 15 (cupti_result.h)",
     "RuntimeError 'Failed to execute cuptiSubscribe with error 15' in 3.6.0-3.7.1 on a host without a GPU",
 )
+
+# What to do about each outcome, for messages that name the fix (the payload's,
+# and the host's defaults). Host-side answers add what the evidence knows
+# (which release adds a backend, which build accepts a mode).
+FIXES = {
+    O.UNKNOWN_BACKEND: "this Triton has no such backend: use a release that has it",
+    O.UNSUPPORTED_MODE: "the backend exists on this Triton but this build refuses the mode: use a build that "
+                        "accepts it, or another mode",
+    O.LIBRARY_MISSING: "a shared library Proton loads did not load: provide it (run `survey probe` here to see "
+                       "which versions exist and how to point Proton at one)",
+    O.NO_GPU: "run on a machine with a GPU that Triton can use",
+    O.DEVICES_ENV_REJECTED: "unset HIP_VISIBLE_DEVICES / CUDA_VISIBLE_DEVICES and select devices with "
+                            "ROCR_VISIBLE_DEVICES",
+    O.DISABLED: "unset TRITON_PROTON_DISABLE",
+}
 
 RULE_SOURCES = {r[0]: {"outcome": r[1], "source": r[3], "seen": r[4]} for r in RULES}
 RULE_SOURCES[CUPTI_NOT_INITIALIZED[0]] = {

@@ -80,6 +80,9 @@ def cmd_probe(argv, bundle):
     p.add_argument("--artifacts-dir", default=None, help="copy .hatchet captures here")
     p.add_argument("--only", action="append", default=[], metavar="BACKEND[:MODE]",
                    help="check only these (backend, mode) pairs")
+    p.add_argument("--repeats", type=int, default=3,
+                   help="run a check that crashed, hung or raised an unrecognised error this many times in all "
+                        "(default 3); disagreeing attempts make the check `unstable`")
     p.add_argument("--no-fork", action="store_true",
                    help="start a fresh interpreter for every check (no zygote)")
     p.add_argument("--output", "-o", default=None, help="write the report here instead of stdout")
@@ -104,6 +107,7 @@ def cmd_probe(argv, bundle):
             keep_artifacts_dir=args.artifacts_dir,
             grid=grid,
             fork=not args.no_fork,
+            repeats=max(1, args.repeats),
         )
         report = orchestrator.Probe(bundle, src, opts).run()
         report["probe"]["argv"] = ["probe"] + list(argv)
@@ -140,6 +144,10 @@ def main(argv=None, bundle=None):
         from . import facts
 
         return facts.print_resolved()
+    if cmd == "gpuinfo":
+        from . import gpuinfo
+
+        return gpuinfo.print_cuda_query()
     if cmd == "zygote":
         from . import zygote
 

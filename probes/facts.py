@@ -389,6 +389,8 @@ def resolved():
     return {
         "python": platform.python_version(),
         "executable": sys.executable,
+        "prefix": sys.prefix,
+        "base_prefix": getattr(sys, "base_prefix", sys.prefix),
         "machine": platform.machine(),
         "distributions": dists,
     }

@@ -11,7 +11,8 @@ re-raised with its traceback, never explained away.
 With no --backend the kernel runs and is checked, and nothing is captured: that
 confirms the payload itself is sound on the Triton at hand.
 
-This file is self-contained (standard library + triton + torch): copy it anywhere.
+Needs triton and torch, and the ``probes`` package on sys.path (it classifies Proton's
+errors with probes/classify.py, the probe's one classifier).
 """
 
 import argparse
@@ -30,6 +31,10 @@ import triton.profiler as proton  # noqa: I001  (must precede torch)
 from triton._C.libproton import proton as libproton  # noqa: I001
 import triton  # noqa: I001
 import triton.language as tl  # noqa: I001
+
+# The probe's classifier and vocabulary (standard library only; the payload runs
+# from the probe bundle, `python probe.zip gelu`, or with probes/ on sys.path).
+from probes import classify, outcomes  # noqa: I001
 
 try:
     import torch  # noqa: I001  (after Proton, see above)
@@ -72,10 +77,10 @@ def say(msg):
     print("gelu: " + msg, flush=True)
 
 
-def cannot_run(result, outcome, message, fix):
+def cannot_run(result, outcome, message, fix, rule=None):
     say(message)
     say(fix)
-    result.update(outcome=outcome, message=message, fix=fix, exit_code=EXIT_ENV)
+    result.update(outcome=outcome, message=message, fix=fix, rule=rule, exit_code=EXIT_ENV)
     sys.exit(EXIT_ENV)
 
 
@@ -87,24 +92,28 @@ def available_backends():
 
 
 def classify_start_error(result, exc, backend, mode):
+    """Classify what proton.start raised with the probe's own classifier
+    (probes/classify.py: one set of rules, each citing Triton's source); anything
+    it does not recognise is re-raised, never explained away."""
     text = str(exc)
-    m = re.search(r"Could not load `([^`]+)`", text)
-    if m:
-        cannot_run(result, "library_missing", "Proton could not start: %s" % text,
-                   "the shared library %s did not load; run `survey probe` here to see which "
-                   "versions exist and how to point Proton at one" % m.group(1))
-    if re.search(r"\w+Profiler: unsupported mode: ", text) or "built without rocprofiler-sdk PC sampling" in text:
-        cannot_run(result, "unsupported_mode", "Proton refused backend=%r with mode=%r: %s" % (backend, mode, text),
-                   "the backend exists on this Triton but this build does not accept that mode")
-    if "Unknown profiler: " in text:
-        cannot_run(result, "unknown_backend", "Proton does not know backend %r: %s" % (backend, text),
-                   "this Triton has no %s backend" % backend)
-    if "Proton does not work when the environment variable" in text:
-        cannot_run(result, "devices_env_rejected", text,
-                   "unset HIP_VISIBLE_DEVICES / CUDA_VISIBLE_DEVICES and select devices with ROCR_VISIBLE_DEVICES")
-    if re.search(r"0 active drivers", text):
-        cannot_run(result, "no_gpu", "no GPU: %s" % text, "run on a machine with a GPU that Triton can use")
-    raise exc
+    nvidia = any(re.match(r"nvidia\d+$", n) for n in _dev_entries())
+    cls = classify.classify_message(text, nvidia)
+    if cls["outcome"] == outcomes.ERROR:
+        raise exc
+    what = {
+        outcomes.LIBRARY_MISSING: "Proton could not start: %s" % text,
+        outcomes.UNSUPPORTED_MODE: "Proton refused backend=%r with mode=%r: %s" % (backend, mode, text),
+        outcomes.UNKNOWN_BACKEND: "Proton does not know backend %r: %s" % (backend, text),
+        outcomes.NO_GPU: "no GPU: %s" % text,
+    }.get(cls["outcome"], text)
+    cannot_run(result, cls["outcome"], what, classify.FIXES.get(cls["outcome"], ""), rule=cls["rule"])
+
+
+def _dev_entries():
+    try:
+        return os.listdir("/dev")
+    except OSError:
+        return []
 
 
 def main(argv=None):
@@ -126,20 +135,19 @@ def main(argv=None):
         if args.backend not in backends:
             where = "libproton.get_available_profilers()" if has_registry else (
                 "the pre-registry backend set (this Triton has no get_available_profilers)")
-            cannot_run(result, "unknown_backend",
+            cannot_run(result, outcomes.UNKNOWN_BACKEND,
                        "Triton %s cannot offer backend %r (it has %s, from %s)" % (
                            triton.__version__, args.backend, backends, where),
-                       "the rocprofiler backend first shipped in Triton 3.8.0" if args.backend == "rocprofiler"
-                       else "use one of %s" % backends)
+                       "%s; this one has %s" % (classify.FIXES[outcomes.UNKNOWN_BACKEND], ", ".join(backends)))
         if getattr(triton.knobs.proton, "disable", False):
-            cannot_run(result, "disabled", "Proton is disabled by TRITON_PROTON_DISABLE",
-                       "unset TRITON_PROTON_DISABLE to capture")
+            cannot_run(result, outcomes.DISABLED, "Proton is disabled by TRITON_PROTON_DISABLE",
+                       classify.FIXES[outcomes.DISABLED])
 
     try:
         target = triton.runtime.driver.active.get_current_target()
     except RuntimeError as exc:
-        if "active drivers" in str(exc):
-            cannot_run(result, "no_gpu", "no GPU: %s" % exc, "run on a machine with a GPU that Triton can use")
+        if classify.classify_message(str(exc), False)["outcome"] == outcomes.NO_GPU:
+            cannot_run(result, outcomes.NO_GPU, "no GPU: %s" % exc, classify.FIXES[outcomes.NO_GPU])
         raise
     if torch is None:
         raise TORCH_IMPORT_ERROR
@@ -167,8 +175,8 @@ def main(argv=None):
         except Exception as exc:  # classified, or re-raised
             classify_start_error(result, exc, args.backend, args.backend_mode)
         if session is None:
-            cannot_run(result, "disabled", "proton.start() returned None: profiling is disabled",
-                       "unset TRITON_PROTON_DISABLE to capture")
+            cannot_run(result, outcomes.DISABLED, "proton.start() returned None: profiling is disabled",
+                       classify.FIXES[outcomes.DISABLED])
         result.update(phase="capturing", session=session)
 
     t0 = time.perf_counter()

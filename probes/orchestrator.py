@@ -17,10 +17,12 @@ import threading
 import time
 from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 
-from . import PROBE_VERSION, SCHEMA_VERSION, classify, facts, libraries, runner, stubs
+from . import PROBE_VERSION, SCHEMA_VERSION, classify, facts, gpuinfo, libraries, records, runner, stubs
 from . import outcomes as O
 
 INSPECT_SECTIONS = ("triton", "registry", "knobs", "cli", "libraries")
+# Outcomes that may be a property of the moment rather than of the build: repeated.
+REPEATED = (O.CRASH, O.TIMEOUT, O.ERROR)
 STUBBABLE = {s for s, _ in stubs.STUBS}
 # Per backend: the library a stub stands in for, and the knob that overrides its
 # directory (when the release reads it; else LD_LIBRARY_PATH is used).
@@ -182,7 +184,8 @@ def _file_tail(path):
 class Options(object):
     def __init__(self, timeout=60.0, jobs=None, captures=(), capture_all=True, capture_size=1 << 22,
                  capture_iters=50, stubs=True, prebuilt_stubs=None, keep_artifacts_dir=None,
-                 grid=None, env_variants=True, capture_timeout=300.0, fork=True):
+                 grid=None, env_variants=True, capture_timeout=300.0, fork=True, repeats=3):
+        self.repeats = max(1, int(repeats))
         self.timeout = float(timeout)
         self.capture_timeout = float(capture_timeout)
         self.fork = fork
@@ -249,6 +252,9 @@ class Probe(object):
         return proc, done, begun
 
     def start_check(self, backend, mode, env_kind, stub=None):
+        """One ``proton.start(backend, mode)`` check, repeated when it crashed, hung
+        or raised an unrecognised error (``Options.repeats`` attempts in all):
+        such an outcome may be a property of the moment, not of the build."""
         env = self.clean_env() if env_kind == "clean" else dict(self.environ)
         overrides = {}
         if stub is not None:
@@ -260,10 +266,60 @@ class Probe(object):
                 overrides[var] = value
         t0 = time.time()
         forkable = env_kind == "clean" and stub is None
-        proc, records = self._run_start({"backend": backend, "mode": mode}, env, forkable)
+        first = self._attempt(backend, mode, env, forkable)
+        attempts = [first]
+        while first["cls"]["outcome"] in REPEATED and len(attempts) < self.opts.repeats:
+            attempts.append(self._attempt(backend, mode, env, forkable))
+        proc, result, phase, cls = first["proc"], first["result"], first["phase"], first["cls"]
+        outcome = cls["outcome"]
+        counts = None  # type: dict | None
+        summary = None
+        if len(attempts) > 1:
+            counts = {}
+            for a in attempts:
+                counts[a["cls"]["outcome"]] = counts.get(a["cls"]["outcome"], 0) + 1
+            summary = [a["record"] for a in attempts]
+            if len(counts) > 1:
+                outcome = O.UNSTABLE
+        call = "proton.start(%r, backend=%r%s)" % ("proton", backend, "" if mode is None else ", mode=%r" % mode)
+        entry = records.make(
+            "mode_result",
+            backend=backend,
+            mode=mode,
+            env=env_kind,
+            call=call,
+            argv=proc["argv"],
+            stub=stub is not None,
+            outcome=outcome,
+            rule=cls["rule"],
+            library=cls["library"],
+            signal=cls["signal"],
+            exc_type=(result or {}).get("exc_type"),
+            message=proc.get("spawn_error") or (result or {}).get("message"),
+            exit_code=proc["exit_code"],
+            timed_out=proc["timed_out"],
+            hung_at_exit=bool(proc["timed_out"] and result is not None),
+            duration_s=round(time.time() - t0, 4),
+            last_phase=phase,
+            stderr_tail=proc["stderr_tail"],
+            stdout_tail=proc["stdout_tail"],
+            traceback_tail=(result or {}).get("traceback_tail"),
+            overrides=overrides,
+            stubs_mapped=(result or {}).get("stubs_mapped") or [],
+            stub_for=stub["library"] if stub is not None else None,
+            finalize_error=(result or {}).get("finalize_error", {}).get("message")
+            if (result or {}).get("finalize_error") else None,
+            attempts=summary,
+            outcome_counts=counts,
+        )
+        return entry
+
+    def _attempt(self, backend, mode, env, forkable):
+        t0 = time.time()
+        proc, results = self._run_start({"backend": backend, "mode": mode}, env, forkable)
         result = None
         phase = None
-        for r in records:
+        for r in results:
             if "phase" in r:
                 phase = r["phase"]
             if "status" in r:
@@ -274,38 +330,18 @@ class Probe(object):
         # Killed by us after it reported: the signal is ours, the outcome is its result's.
         code = None if (proc["timed_out"] and result is not None) else proc["exit_code"]
         cls = classify.classify_start(result, code, timed_out, nvidia)
-        call = "proton.start(%r, backend=%r%s)" % ("proton", backend, "" if mode is None else ", mode=%r" % mode)
-        entry = {
-            "backend": backend,
-            "mode": mode,
-            "env": env_kind,
-            "call": call,
-            "argv": proc["argv"],
-            "stub": stub is not None,
-            "outcome": cls["outcome"],
-            "rule": cls["rule"],
-            "library": cls["library"],
-            "signal": cls["signal"],
-            "exc_type": (result or {}).get("exc_type"),
-            "message": (result or {}).get("message"),
-            "exit_code": proc["exit_code"],
-            "timed_out": proc["timed_out"],
-            "hung_at_exit": bool(proc["timed_out"] and result is not None),
-            "duration_s": round(time.time() - t0, 4),
-            "last_phase": phase,
-            "stderr_tail": proc["stderr_tail"],
-            "stdout_tail": proc["stdout_tail"],
-            "traceback_tail": (result or {}).get("traceback_tail"),
-            "overrides": overrides,
-            "stubs_mapped": (result or {}).get("stubs_mapped") or [],
-        }
-        if result and result.get("finalize_error"):
-            entry["finalize_error"] = result["finalize_error"].get("message")
-        if proc.get("spawn_error"):
-            entry["message"] = proc["spawn_error"]
-        if stub is not None:
-            entry["stub_for"] = stub["library"]
-        return entry
+        record = records.make(
+            "attempt",
+            outcome=cls["outcome"],
+            rule=cls["rule"],
+            signal=cls["signal"],
+            exc_type=(result or {}).get("exc_type"),
+            message=proc.get("spawn_error") or (result or {}).get("message"),
+            exit_code=proc["exit_code"],
+            timed_out=proc["timed_out"],
+            duration_s=round(time.time() - t0, 4),
+        )
+        return {"proc": proc, "result": result, "phase": phase, "cls": cls, "record": record}
 
     def _run_start(self, args, env, forkable=False):
         d = self._next("start")
@@ -355,6 +391,7 @@ class Probe(object):
         started = now()
         t0 = time.time()
         self.facts = facts.gather(self.environ)
+        platform_record = records.make("platform", **gpuinfo.detect(self.facts.get("gpu", {}), self._cuda_query))
         report = {
             "schema_version": SCHEMA_VERSION,
             "probe": {
@@ -362,7 +399,9 @@ class Probe(object):
                 "started_at": started,
                 "timeout_s": self.opts.timeout,
                 "jobs": self.opts.jobs,
+                "repeats": self.opts.repeats,
             },
+            "platform": platform_record,
             "environment": self.facts,
             "registry": None,
             "modes": [],
@@ -475,6 +514,17 @@ class Probe(object):
         report["modes"] = entries
         self._assemble_inspect(report, inspect_data, lib_specs)
         return self._finish(report, t0)
+
+    def _cuda_query(self):
+        """gpuinfo.cuda_query() in a child process: cuInit may hang or crash."""
+        proc = runner.run([sys.executable, self.bundle, "gpuinfo"], self.clean_env(), min(60.0, self.opts.timeout),
+                          counter=self.counter, keep_stdout=True)
+        try:
+            return json.loads(proc["stdout"].decode("utf-8", "replace"))
+        except ValueError:
+            why = "timed out" if proc["timed_out"] else "exit %s" % proc["exit_code"]
+            return {"devices": [], "cuda_driver_api": None,
+                    "error": "the query process printed no answer (%s): %s" % (why, proc["stderr_tail"][-300:])}
 
     def _prepare_stubs(self, box):
         try:

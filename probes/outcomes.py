@@ -22,6 +22,7 @@ DISABLED = "disabled"  # TRITON_PROTON_DISABLE made start() a no-op
 CRASH = "crash"  # killed by a signal
 TIMEOUT = "timeout"  # killed at the probe's timeout
 ERROR = "error"  # not recognised: the raw message is kept, nothing is guessed
+UNSTABLE = "unstable"  # repeated attempts of one check disagreed (the counts are kept)
 # Capture-only outcomes (GELU payload, issue 6).
 SELF_CHECK_FAILED = "self_check_failed"  # kernel ran, result wrong (payload exit 1)
 HANG_AFTER_CAPTURE = "hang_after_capture"  # capture written, process never exited
@@ -38,6 +39,7 @@ OUTCOMES = (
     CRASH,
     TIMEOUT,
     ERROR,
+    UNSTABLE,
     SELF_CHECK_FAILED,
     HANG_AFTER_CAPTURE,
     EMPTY_CAPTURE,

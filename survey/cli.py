@@ -20,7 +20,7 @@ except ImportError:  # pragma: no cover
 
 from db.store import NewerDatabaseError, Store, StoreError
 from survey import catalog as catalog_mod
-from survey import evidence, exitcodes, probe_run
+from survey import docs_table, exitcodes, probe_run, queries
 from survey import table as table_mod
 from survey.errors import InputError, StoreUnusable, SurveyError, UnknownTarget
 
@@ -99,8 +99,8 @@ def run(
     err.print("survey: " + ", ".join(f"{n} {k}" for k, n in sorted(counts.items())) + f"  (store: {store.url})")
     if table:
         with store.session() as s:
-            rows = evidence.table_rows(s)
-        out.print(table_mod.render(table_mod.frame(rows, evidence.TABLE_COLUMNS), "md"), markup=False,
+            rows = docs_table.table_rows(s)
+        out.print(table_mod.render(table_mod.frame(rows, docs_table.columns(rows)), "md"), markup=False,
                   highlight=False, soft_wrap=True, end="")
 
 
@@ -118,7 +118,10 @@ def probe(
     pull: Annotated[str, typer.Option(help="image pull policy: never, missing, always")] = "missing",
     interpreter: Annotated[Optional[str], typer.Option(help="the Python inside --image (default: python3, python)")]
     = None,
-    store_it: Annotated[bool, typer.Option("--store", help="also ingest the report")] = False,
+    store_it: Annotated[bool, typer.Option("--store", help="also ingest the report (kept as ad-hoc evidence)")]
+    = False,
+    repeats: Annotated[int, typer.Option(help="attempts for a check that crashes, hangs or raises an unrecognised "
+                                              "error; disagreeing attempts make it `unstable`")] = 3,
     db: DbOpt = None,
 ) -> None:
     """Probe one interpreter or image and print (or write) its report."""
@@ -135,8 +138,12 @@ def probe(
         assert image is not None
         launcher = ImageLauncher(image, engine=engine, pull=pull, python=interpreter)
     resolved = launcher.obtain()
-    args = probe_run.probe_args(timeout, captures=capture or (), auto_capture=auto_capture, only=only or ())
+    args = probe_run.probe_args(timeout, captures=capture or (), auto_capture=auto_capture, only=only or (),
+                                repeats=repeats)
     raw, has_triton = launcher.probe(resolved, args, probe_run.overall_timeout(timeout))
+    from survey.identity import attach_origin
+
+    raw = attach_origin(raw, resolved.origin())
     if output:
         tmp = output.with_name(output.name + ".tmp")
         tmp.write_bytes(raw)
@@ -147,12 +154,16 @@ def probe(
         sys.stdout.flush()
     if store_it:
         from survey.ingest import ingest
+        from survey.targets import Target
 
-        name = f"python:{resolved.python}" if python else f"image:{image}"
+        t = Target(python or image or "", "interpreter" if python else "image", None)
+        name = t.name_for(resolved)
+        spec = {"python": python} if python else {"image": image}
         with open_store(db).session() as s:
-            res = ingest(s, raw, candidate=name, label=python or image, kind=launcher.kind, resolved=resolved,
+            res = ingest(s, raw, candidate=name, label=name, kind=launcher.kind, spec=spec, resolved=resolved,
                          source="probe")
-        err.print(f"stored as run #{res.run_id}" if res.created else f"already stored as run #{res.run_id}")
+        err.print(f"stored as run #{res.run_id} (candidate {name})" if res.created
+                  else f"already stored as run #{res.run_id}")
     if not has_triton:
         err.print(f"[yellow]no Triton in {launcher.describe()}[/] (the report says what was found)")
         raise typer.Exit(exitcodes.NO_TRITON)
@@ -162,11 +173,12 @@ def probe(
 @app.command("ingest")
 def ingest_cmd(
     reports: Annotated[list[Path], typer.Argument(help="probe report JSON files")],
-    candidate: Annotated[Optional[str], typer.Option(help="store under this candidate name")] = None,
+    candidate: Annotated[Optional[str], typer.Option(
+        help="file it under this candidate (a catalog name publishes it; default: a name from its origin)")] = None,
     label: Annotated[Optional[str], typer.Option(help="the candidate's docs label")] = None,
     db: DbOpt = None,
 ) -> None:
-    """Store reports produced elsewhere (a GPU host, a CI job)."""
+    """Store reports produced elsewhere (a GPU host, a CI job), each on the platform it ran on."""
     from survey.ingest import ingest, validate
 
     payloads = []
@@ -185,9 +197,12 @@ def ingest_cmd(
         with store.session() as s:
             res = ingest(s, raw, candidate=candidate, label=label, source="ingest")
         if res.created:
-            out.print(f"{path}: stored as run #{res.run_id} (candidate {res.candidate})")
+            out.print(f"{path}: stored as run #{res.run_id} (candidate {res.candidate})", markup=False)
+        elif res.note:
+            out.print(f"{path}: {res.note}", markup=False)
         else:
-            out.print(f"{path}: already stored as run #{res.run_id} (candidate {res.candidate}); nothing added")
+            out.print(f"{path}: already stored as run #{res.run_id} (candidate {res.candidate}); nothing added",
+                      markup=False)
 
 
 # --------------------------------------------------------------------------- table
@@ -196,16 +211,18 @@ def table_cmd(
     fmt: Annotated[str, typer.Option("--format", help="md, csv, json or html")] = "md",
     check: Annotated[Optional[Path], typer.Option(help="exit 1 with a diff if this docs file's table is stale")] = None,
     write: Annotated[Optional[Path], typer.Option(help="replace the table in this docs file (between markers)")] = None,
+    show_all: Annotated[bool, typer.Option("--all", help="also ad-hoc evidence (targets checked by path or image, "
+                                                         "reports ingested under no catalog name)")] = False,
     db: DbOpt = None,
 ) -> None:
-    """The Availability table, generated from the evidence."""
+    """The Availability table (catalog candidates), generated from the evidence."""
     if fmt not in table_mod.FORMATS:
         raise InputError(f"unknown format {fmt!r}; one of {', '.join(table_mod.FORMATS)}")
     if (check or write) and fmt != "md":
         raise InputError("--check and --write work on the Markdown table (--format md)")
     with open_store(db).session() as s:
-        rows = evidence.table_rows(s)
-    text = table_mod.render(table_mod.frame(rows, evidence.TABLE_COLUMNS), fmt)
+        rows = docs_table.table_rows(s, "all" if show_all else "catalog")
+    text = table_mod.render(table_mod.frame(rows, docs_table.columns(rows)), fmt)
     if check:
         diff = table_mod.check(check, text)
         if diff:
@@ -235,6 +252,9 @@ def check_cmd(
     output_json: Annotated[bool, typer.Option("--json", help="print the verdict as JSON")] = False,
     engine: Annotated[Optional[str], typer.Option(help="container engine when TARGET is an image")] = None,
     pull: Annotated[str, typer.Option(help="image pull policy: never, missing, always")] = "missing",
+    platform: Annotated[Optional[str], typer.Option(
+        help="answer from the stored evidence of this platform (a key such as nvidia:sm_90:NVIDIA H200, or a "
+             "part of one: sm_90, gfx942) instead of resolving TARGET here")] = None,
     db: DbOpt = None,
 ) -> None:
     """Will a run with this backend and mode work in TARGET? Exit 0 yes, 2 no, 3 not enough evidence."""
@@ -253,23 +273,28 @@ def check_cmd(
     if backend not in O.BACKENDS:
         raise InputError(f"unknown backend {backend!r}; one of {', '.join(O.BACKENDS)}")
     store = open_store(db)
-    result = check_mod.check_target(store, target, backend, evidence.mode_from_label(mode),
+    result = check_mod.check_target(store, target, backend, queries.mode_from_label(mode),
                                     catalog_path=catalog, timeout=timeout, engine=engine, pull=pull,
-                                    say=lambda m: err.print(m, markup=False))
+                                    platform=platform, say=lambda m: err.print(m, markup=False))
     if output_json:
         sys.stdout.write(json.dumps(result.as_dict(), indent=1) + "\n")
     else:
         color = {0: "green", 2: "red", 3: "yellow"}.get(result.exit_code, "white")
         words = {0: "will run", 2: "cannot run it", 3: "not enough evidence"}[result.exit_code]
-        out.print(f"[bold {color}]{words}[/]: {target} with backend={backend} mode={evidence.mode_label(mode)}")
+        out.print(f"[bold {color}]{words}[/]: {escape(target)} with backend={backend} "
+                  f"mode={escape(queries.mode_label(mode))}" + (f" ({result.cause})" if result.cause else ""))
         out.print(f"  reason: {result.reason}", markup=False)
         if result.fix:
             out.print(f"  fix: {result.fix}", markup=False)
+        for q, a in (("backend present", result.backend_present), ("mode accepted", result.mode_accepted),
+                     ("library loads", result.library_loads)):
+            src = f" [{a.source}]" if a.source else ""
+            out.print(f"  {q}: {a.answer}{src} - {a.basis}", markup=False)
         for d in result.details:
             out.print(f"  note: {d}", markup=False)
         if result.run_id:
-            out.print(f"  evidence: run #{result.run_id}, {result.evidence_date} ({result.evidence_age})",
-                      markup=False)
+            out.print(f"  evidence: run #{result.run_id} ({result.candidate}, {result.platform}), "
+                      f"{result.evidence_date} ({result.evidence_age})", markup=False)
     raise typer.Exit(result.exit_code)
 
 
@@ -281,14 +306,17 @@ def diff_cmd(
     output_json: Annotated[bool, typer.Option("--json")] = False,
     db: DbOpt = None,
 ) -> None:
-    """What changed between two candidates, or two runs of one."""
+    """What changed between two candidates, or two runs of one. Exit 0 the same, 1 they differ (like diff)."""
+    from survey.diff import diff_runs
+
     with open_store(db).session() as s:
-        d = evidence.diff_runs(evidence.resolve_ref(s, a), evidence.resolve_ref(s, b))
+        d = diff_runs(queries.resolve_ref(s, a), queries.resolve_ref(s, b))
+    code = exitcodes.OK if d["same"] else exitcodes.FAILURE
     if output_json:
         sys.stdout.write(json.dumps(d, indent=1) + "\n")
-        return
-    out.print(f"a: run #{d['a']['run_id']} ({d['a']['candidate']}, {d['a']['date']})")
-    out.print(f"b: run #{d['b']['run_id']} ({d['b']['candidate']}, {d['b']['date']})")
+        raise typer.Exit(code)
+    out.print(f"a: run #{d['a']['run_id']} ({d['a']['candidate']}, {d['a']['date']})", markup=False)
+    out.print(f"b: run #{d['b']['run_id']} ({d['b']['candidate']}, {d['b']['date']})", markup=False)
     if d["same"]:
         out.print("no differences in registry, modes, libraries or captures")
     for key, val in d["fields"].items():
@@ -300,8 +328,9 @@ def diff_cmd(
             t.add_column("a")
             t.add_column("b")
             for c in d[section]:
-                t.add_row(str(c["key"]), str(c["a"]), str(c["b"]))
+                t.add_row(escape(str(c["key"])), escape(str(c["a"])), escape(str(c["b"])))
             out.print(t)
+    raise typer.Exit(code)
 
 
 # --------------------------------------------------------------------------- serve / schema
@@ -329,7 +358,10 @@ def schema(
 
     text = json.dumps(json_schema(), indent=1, sort_keys=True) + "\n"
     if write:
-        write.write_text(text)
+        try:
+            write.write_text(text)
+        except OSError as e:
+            raise InputError(f"{write}: cannot write it: {e.strerror}")
     else:
         sys.stdout.write(text)
 

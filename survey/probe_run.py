@@ -106,8 +106,11 @@ def probe_args(
     stubs: bool = True,
     capture_size: int | None = None,
     capture_iters: int | None = None,
+    repeats: int | None = None,
 ) -> list[str]:
     args = ["probe", "--timeout", str(timeout)]
+    if repeats is not None:
+        args += ["--repeats", str(repeats)]
     for c in captures:
         args += ["--capture", c]
     if not auto_capture:

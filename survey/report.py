@@ -1,4 +1,4 @@
-"""The probe report (schema version 1) as typed models.
+"""The probe report (schema version 2; version 1 still read) as typed models.
 
 This is the one contract every layer reads. ``schema/probe-report.v1.schema.json``
 is generated from these models (``survey schema``) and a test keeps the committed
@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -28,6 +28,7 @@ Outcome = Literal[
     "crash",
     "timeout",
     "error",
+    "unstable",
     "self_check_failed",
     "hang_after_capture",
     "empty_capture",
@@ -35,6 +36,10 @@ Outcome = Literal[
 Backend = Literal["cupti", "roctracer", "rocprofiler", "instrumentation"]
 FactStatus = Literal["found", "absent", "failed"]
 EnvKind = Literal["clean", "inherited"]
+
+
+# Integers stored in 32-bit columns (PostgreSQL INTEGER).
+Int32 = Annotated[int, Field(ge=-(2**31), le=2**31 - 1)]
 
 
 class Strict(BaseModel):
@@ -49,6 +54,7 @@ class Open(BaseModel):
 
 class ProbeInfo(Strict):
     version: str
+    repeats: int | None = None
     started_at: str
     finished_at: str
     duration_s: float
@@ -100,9 +106,22 @@ class Variable(Strict):
     controlled: bool
 
 
+class PythonFact(Fact):
+    version: str | None = None
+    executable: str | None = None
+    prefix: str | None = None
+    base_prefix: str | None = None
+
+
+class HostFact(Fact):
+    hostname: str | None = None
+    machine: str | None = None
+    system: str | None = None
+
+
 class Environment(Strict):
-    python: Fact
-    platform: Fact
+    python: PythonFact
+    platform: HostFact
     triton: TritonFact
     torch: TorchFact
     rocm: RocmFact
@@ -129,6 +148,17 @@ class Registry(Strict):
     triton_import: dict[str, Any] = Field(default_factory=dict)
 
 
+class Attempt(Strict):
+    outcome: Outcome
+    rule: str | None
+    signal: str | None
+    exc_type: str | None
+    message: str | None
+    exit_code: Int32 | None
+    timed_out: bool
+    duration_s: float
+
+
 class ModeResult(Strict):
     backend: str
     mode: str | None
@@ -142,7 +172,7 @@ class ModeResult(Strict):
     signal: str | None
     exc_type: str | None
     message: str | None
-    exit_code: int | None
+    exit_code: Int32 | None
     timed_out: bool
     hung_at_exit: bool
     duration_s: float
@@ -154,6 +184,8 @@ class ModeResult(Strict):
     stubs_mapped: list[str]
     stub_for: str | None = None
     finalize_error: str | None = None
+    attempts: list[Attempt] | None = None
+    outcome_counts: dict[str, int] | None = None
 
 
 class Candidate(Strict):
@@ -192,7 +224,7 @@ class HatchetMetrics(Strict):
 
 class Artifact(Strict):
     file: str
-    bytes: int
+    bytes: Int32
     sha256: str
     kept: bool
     content: str | None
@@ -207,7 +239,7 @@ class CaptureResult(Strict):
     env: EnvKind
     argv: list[str]
     outcome: Outcome
-    exit_code: int | None
+    exit_code: Int32 | None
     signal: str | None
     message: str | None
     fix: str | None
@@ -221,7 +253,7 @@ class CaptureResult(Strict):
     stdout_tail: str
     stderr_tail: str
     artifact: Artifact | None
-    kernel_count: int | None
+    kernel_count: Int32 | None
     gpu_time_ns: float | None
     top_kernel: str | None
     top_kernel_time_ns: float | None
@@ -233,11 +265,47 @@ class Stubs(Open):
     reason: str | None = None
 
 
-class Report(Strict):
-    """One probe run inside one environment."""
+class Device(Open):
+    index: int | None = None
+    model: str | None = None
+    arch: str | None = None
 
-    schema_version: Literal[1]
+
+class Platform(Strict):
+    """The machine the probe ran on (probes/gpuinfo.py)."""
+
+    key: str
+    vendor: Literal["nvidia", "amd", "none"]
+    model: str | None
+    arch: str | None
+    driver: str | None
+    runtime: str | None
+    devices: list[Device]
+    errors: list[str]
+
+
+class Origin(Strict):
+    """Where the report came from, written by the host side (survey/launchers)."""
+
+    kind: Literal["interpreter", "pip", "image", "reported"]
+    target: str | None
+    identity: dict[str, Any]
+    interpreter: dict[str, Any] | None = None
+    pip: dict[str, Any] | None = None
+    image: dict[str, Any] | None = None
+    host: dict[str, Any] | None = None
+    recorded_by: str
+    recorded_at: str
+
+
+class Report(Strict):
+    """One probe run inside one environment, on one platform."""
+
+    schema_version: Literal[1, 2]
     probe: ProbeInfo
+    platform: Platform | None = Field(default=None, description="required from schema version 2 on")
+    origin: Origin | None = Field(default=None, description="written by the host side; absent when the probe "
+                                                            "was run by hand")
     environment: Environment
     registry: Registry
     modes: list[ModeResult]
@@ -247,7 +315,10 @@ class Report(Strict):
     sections: dict[str, dict[str, Any]]
 
 
-assert SCHEMA_VERSION == 1, "bump the Report model and add a migration with the schema version"
+assert SCHEMA_VERSION == 2, "bump the Report model and add a migration with the schema version"
+READABLE_VERSIONS = (1, 2)
+MAX_DEPTH = 64  # deeper than any report the probe writes; deep enough to refuse before recursion fails
+MAX_INT = 2**53 - 1  # I-JSON (RFC 7493): integers every JSON reader holds exactly
 
 
 class ReportError(ValueError):
@@ -262,7 +333,9 @@ class ReportError(ValueError):
 
 
 def canonical_json(data: Any) -> bytes:
-    return json.dumps(data, sort_keys=True, separators=(",", ":"), ensure_ascii=True).encode()
+    """The form a report is hashed and stored in: sorted keys, no spaces, UTF-8."""
+    return json.dumps(data, sort_keys=True, separators=(",", ":"), ensure_ascii=False,
+                      allow_nan=False).encode("utf-8")
 
 
 def report_hash(data: Any) -> str:
@@ -270,32 +343,100 @@ def report_hash(data: Any) -> str:
     return hashlib.sha256(canonical_json(data)).hexdigest()
 
 
-def parse_report(raw: bytes | str) -> tuple[Report, dict[str, Any]]:
-    """Parse and validate; returns the model and the verbatim JSON object."""
+def _no_constant(name: str) -> Any:
+    raise ReportError(f"{name} is not a JSON number (NaN and Infinity are not allowed)")
+
+
+def _finite_float(text: str) -> float:
+    value = float(text)
+    if value in (float("inf"), float("-inf")):
+        raise ReportError(f"the number {text[:30]} is out of range for a double")
+    return value
+
+
+def decode_text(raw: bytes | str) -> str:
+    """UTF-8 text (a leading BOM is dropped); anything else is refused by name."""
+    if isinstance(raw, str):
+        return raw[1:] if raw.startswith("\ufeff") else raw
+    if raw.startswith((b"\xff\xfe", b"\xfe\xff")):
+        raise ReportError("the report is UTF-16; a probe report is UTF-8 JSON (convert it, e.g. iconv -t UTF-8)")
+    if raw.startswith(b"\xef\xbb\xbf"):
+        raw = raw[3:]
     try:
-        data = json.loads(raw)
-    except (ValueError, UnicodeDecodeError) as e:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as e:
+        hint = " (it looks like UTF-16)" if b"\x00" in raw[:64] else ""
+        raise ReportError(f"not UTF-8 at byte {e.start}{hint}; a probe report is UTF-8 JSON") from e
+
+
+def check_values(data: Any) -> None:
+    """Refuse what JSON allows but no store or page can hold: nesting deeper than
+    MAX_DEPTH, integers beyond +-(2**53-1), lone surrogates and NUL in strings.
+    Iterative, so a hostile depth cannot exhaust the stack."""
+    stack: list[tuple[Any, tuple[str, ...]]] = [(data, ())]
+    while stack:
+        value, path = stack.pop()
+        if len(path) > MAX_DEPTH:
+            raise ReportError(f"nested more than {MAX_DEPTH} levels deep", field=".".join(path[:8]) + ".…")
+        if isinstance(value, dict):
+            for k, v in value.items():
+                _check_string(k, path + (k,))
+                stack.append((v, path + (k,)))
+        elif isinstance(value, list):
+            stack.extend((v, path + (str(i),)) for i, v in enumerate(value))
+        elif isinstance(value, str):
+            _check_string(value, path)
+        elif isinstance(value, int) and not isinstance(value, bool) and abs(value) > MAX_INT:
+            raise ReportError(f"{'.'.join(path) or '(root)'}: integer {str(value)[:30]} is out of range "
+                              f"(at most {MAX_INT} in magnitude)", field=".".join(path) or "(root)")
+
+
+def _check_string(text: str, path: tuple[str, ...]) -> None:
+    where = ".".join(path) or "(root)"
+    if "\x00" in text:
+        raise ReportError(f"{where}: a string holds a NUL character", field=where)
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        raise ReportError(f"{where}: a string holds a lone surrogate (not valid Unicode)", field=where) from None
+
+
+def parse_report(raw: bytes | str) -> tuple[Report, dict[str, Any]]:
+    """Parse and validate; returns the model and the JSON object."""
+    text = decode_text(raw)
+    try:
+        data = json.loads(text, parse_constant=_no_constant, parse_float=_finite_float)
+    except RecursionError:
+        raise ReportError(f"nested more than {MAX_DEPTH} levels deep", field="(root)") from None
+    except ValueError as e:
+        if isinstance(e, ReportError):
+            raise
         raise ReportError(f"not JSON: {e}") from e
     if not isinstance(data, dict):
         raise ReportError("a probe report is a JSON object", field="(root)")
+    check_values(data)
     version = data.get("schema_version")
-    if version != SCHEMA_VERSION:
+    if version not in READABLE_VERSIONS or isinstance(version, bool):
         raise ReportError(
-            f"schema_version is {version!r}; this proton-survey reads version {SCHEMA_VERSION}",
+            f"schema_version is {str(version)[:40]!r}; this proton-survey reads versions "
+            f"{', '.join(map(str, READABLE_VERSIONS))}",
             field="schema_version",
         )
     try:
-        return Report.model_validate(data), data
+        report = Report.model_validate(data)
     except ValidationError as e:
         err = e.errors()[0]
         loc = ".".join(str(x) for x in err["loc"]) or "(root)"
         raise ReportError(f"{loc}: {err['msg']} (and {e.error_count() - 1} more)" if e.error_count() > 1
                           else f"{loc}: {err['msg']}", field=loc) from e
+    if report.schema_version >= 2 and report.platform is None:
+        raise ReportError("platform: required from schema version 2 on", field="platform")
+    return report, data
 
 
 def json_schema() -> dict[str, Any]:
     schema = Report.model_json_schema()
     schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
-    schema["$id"] = "https://proton-survey.invalid/schema/probe-report.v1.schema.json"
-    schema["title"] = "proton-survey probe report, schema version 1"
+    schema["$id"] = "https://proton-survey.invalid/schema/probe-report.v2.schema.json"
+    schema["title"] = "proton-survey probe report, schema version 2 (version 1: no platform, origin, attempts)"
     return schema

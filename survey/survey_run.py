@@ -17,10 +17,10 @@ from typing import Any
 
 from db.store import Store
 from probes import PROBE_VERSION
-from survey import probe_run
+from survey import errortext, identity, probe_run
 from survey.catalog import Entry
 from survey.errors import SurveyError, TargetError, Unobtainable
-from survey.ingest import find_unchanged, ingest, record_unobtainable
+from survey.ingest import find_unchanged, ingest, record_failure
 from survey.launchers import Launcher
 from survey.launchers.pip import PipLauncher
 from survey.launchers.python import PythonLauncher
@@ -57,6 +57,12 @@ class ProbeSettings:
     force: bool = False
     captures: tuple[str, ...] = ()
     auto_capture: bool = True
+    repeats: int = 3
+
+    def for_entry(self, entry: Entry) -> ProbeSettings:
+        """These settings with the captures the catalog entry asks for."""
+        extra = tuple(c for c in entry.captures if c not in self.captures)
+        return ProbeSettings(self.timeout, self.force, self.captures + extra, self.auto_capture, self.repeats)
 
 
 def survey_one(
@@ -69,38 +75,47 @@ def survey_one(
     launcher: Launcher,
     settings: ProbeSettings,
     report: Callable[[str], None] = lambda _msg: None,
+    scope: str | None = None,
 ) -> Outcome:
+    """Obtain one candidate, probe it unless this environment was already probed
+    on this platform by this probe version, and store the result in one transaction.
+
+    ``scope`` catalog publishes it; None files a new candidate ad hoc."""
     t0 = time.time()
+    platform = identity.local_platform()
+
+    def failed(e: TargetError, status: str) -> Outcome:
+        error = e.message + (f"\n{e.hint}" if e.hint else "")
+        with store.session() as s:
+            run_id, new = record_failure(s, name, label=label, kind=kind, spec=spec, position=position,
+                                         error=error, platform=platform, status=status, scope=scope)
+        summary = errortext.cause(error, spec)
+        return Outcome(name, status, run_id, summary if new else f"{summary} (again; run #{run_id})",
+                       time.time() - t0)
+
     report(f"obtaining {launcher.describe()}")
     try:
         resolved = launcher.obtain()
     except TargetError as e:
-        error = e.message + (f"\n{e.hint}" if e.hint else "")
-        with store.session() as s:
-            run_id, _new = record_unobtainable(s, name, label=label, kind=kind, spec=spec, position=position,
-                                               error=error)
-        return Outcome(name, "unobtainable", run_id, e.message, time.time() - t0)
+        return failed(e, "unobtainable")
     if not settings.force:
         with store.session() as s:
-            prior = find_unchanged(s, name, resolved.identity, PROBE_VERSION)
+            prior = find_unchanged(s, name, resolved.identity, PROBE_VERSION, platform.key)
             if prior is not None:
                 return Outcome(name, "unchanged", prior.id, f"unchanged since run #{prior.id}", time.time() - t0,
                                prior.triton_version)
     report("probing")
-    args = probe_run.probe_args(settings.timeout, captures=settings.captures, auto_capture=settings.auto_capture)
+    args = probe_run.probe_args(settings.timeout, captures=settings.captures, auto_capture=settings.auto_capture,
+                                repeats=settings.repeats)
     try:
         raw, _has_triton = launcher.probe(resolved, args, probe_run.overall_timeout(settings.timeout))
     except TargetError as e:
-        error = e.message + (f"\n{e.hint}" if e.hint else "")
-        status = "unobtainable" if isinstance(e, Unobtainable) else "failed"
-        with store.session() as s:
-            run_id, _new = record_unobtainable(s, name, label=label, kind=kind, spec=spec, position=position,
-                                               error=error, status=status)
-        return Outcome(name, status, run_id, e.message, time.time() - t0)
+        return failed(e, "unobtainable" if isinstance(e, Unobtainable) else "failed")
+    raw = identity.attach_origin(raw, resolved.origin())
     report("storing")
     with store.session() as s:
         res = ingest(s, raw, candidate=name, label=label, kind=kind, spec=spec, position=position,
-                     resolved=resolved, source="survey")
+                     resolved=resolved, source="survey", scope=scope)
     return Outcome(name, "probed" if res.created else "unchanged", res.run_id,
                    "stored" if res.created else f"identical report already stored as run #{res.run_id}",
                    time.time() - t0)
@@ -122,7 +137,8 @@ def run_survey(
         try:
             launcher = make_launcher(entry, engine=engine, pull=pull)
             out = survey_one(store, entry.name, entry.display_label, entry.kind, entry.spec(), position,
-                             launcher, settings, report=lambda msg: on_update(entry.name, msg))
+                             launcher, settings.for_entry(entry), report=lambda msg: on_update(entry.name, msg),
+                             scope="catalog")
         except SurveyError as e:
             out = Outcome(entry.name, "failed", None, e.message, 0.0)
         on_done(out)

@@ -34,7 +34,8 @@ def filled_store(store: Store) -> Store:
     for pos, v in enumerate(("3.6.0", "3.7.1", "3.8.0", "3.9.0")):
         with store.session() as s:
             ingest(s, report_bytes(f"cpu-triton-{v}.json"), candidate=f"triton-{v}", label=f"Triton {v}",
-                   kind="pip", spec={"pip": f"triton=={v}"}, position=pos, source="ingest")
+                   kind="pip", spec={"pip": f"triton=={v}"}, position=pos, source="ingest",
+                   scope="catalog")
     return store
 
 

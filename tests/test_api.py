@@ -27,9 +27,13 @@ from api.matrix import COLUMNS
 from db import models as m
 from db.store import Store
 from probes import outcomes as O
-from survey import evidence, exitcodes
+from survey import diff as survey_diff
+from survey import exitcodes, queries
+from survey import matrix as survey_matrix
+from survey import verdicts as survey_verdicts
 from survey.check import check_target
 from survey.cli import app as cli_app
+from survey.report import canonical_json
 from survey.ingest import ingest
 from survey.launchers.python import PythonLauncher
 from survey.report import json_schema
@@ -87,7 +91,7 @@ def client(filled_store: Store, make_client: Any) -> Client:
 
 def run_ids(store: Store) -> dict[str, int]:
     with store.session() as s:
-        return {c.name: evidence.latest_complete(s, c.id).id for c in evidence.candidates(s)}  # type: ignore[union-attr]
+        return {c.name: queries.latest_complete(s, c.id).id for c in queries.candidates(s)}  # type: ignore[union-attr]
 
 
 def run_count(store: Store) -> int:
@@ -189,7 +193,7 @@ def test_matrix_json_is_the_evidence_matrix(client: Client, filled_store: Store)
     assert r.status_code == 200 and r.headers["content-type"] == "application/json"
     body = r.json()
     with filled_store.session() as s:
-        want = evidence.matrix(s)
+        want = survey_matrix.matrix(s)
     assert body["count"] == len(want) == 4 * 14
     assert body["rows"] == json.loads(json.dumps(want))
     for row in body["rows"]:
@@ -225,7 +229,7 @@ def test_matrix_filters(client: Client, filled_store: Store, filters: dict[str, 
     query = "&".join(f"{k}={v}" for k, v in filters.items())
     body = client.get(f"/matrix.json?{query}").json()
     with filled_store.session() as s:
-        want = evidence.matrix(s, **filters)  # type: ignore[arg-type]
+        want = survey_matrix.matrix(s, **filters)  # type: ignore[arg-type]
     assert 0 < body["count"] < 56 and body["count"] == len(want)
     assert body["rows"] == json.loads(json.dumps(want))
     for row in body["rows"]:
@@ -314,8 +318,11 @@ def test_matrix_etag_and_304_until_evidence_arrives(store: Store, make_client: A
 
     assert c.upload(report_bytes("cpu-triton-3.6.0.json")).status_code == 201
 
-    r1 = c.get("/matrix.json", headers={"If-None-Match": e0})
+    # an upload under no catalog name is ad-hoc evidence: in the store, not in the published matrix
+    r1 = c.get("/matrix.json?scope=all", headers={"If-None-Match": e0})
     assert r1.status_code == 200 and r1.json()["count"] == 14
+    assert c.get("/matrix.json").json()["count"] == 0
+    r1 = c.get("/matrix.json", headers={"If-None-Match": e0})
     e1 = r1.headers["etag"]
     assert e1 != e0
     assert c.get("/matrix.json", headers={"If-None-Match": e1}).status_code == 304
@@ -356,7 +363,7 @@ def test_candidates(client: Client, filled_store: Store) -> None:
         assert c["status"] == "measured" and c["latest_run"] == ids[c["name"]] and c["runs"] == 1
         assert c["url"] == f"/candidates/{c['name']}"
     md = client.get("/candidates.md").text
-    assert md.splitlines()[0].startswith("| name ") and all(n in md for n in names)
+    assert md.splitlines()[0].startswith("| scope ") and all(n in md for n in names)
     rows = list(csv.DictReader(io.StringIO(client.get("/candidates.csv").text)))
     assert [r["name"] for r in rows] == names
     page = Text(client.get("/candidates").text).text
@@ -370,7 +377,7 @@ def test_candidate_page(client: Client, filled_store: Store) -> None:
     assert body["latest"]["id"] == rid and body["latest"]["triton_version"] == "3.8.0"
     assert [r["id"] for r in body["runs"]] == [rid]
     with filled_store.session() as s:
-        want = [v.__dict__ for v in evidence.run_verdicts(evidence.get_run(s, rid))]
+        want = [v.__dict__ for v in survey_verdicts.run_verdicts(queries.get_run(s, rid))]
     assert body["latest"]["verdicts"] == json.loads(json.dumps(want))
     page = Text(client.get("/candidates/triton-3.8.0").text).text
     assert f"run #{rid}" in page and "stub-derived" in page and "2026-12-02" in page
@@ -393,13 +400,15 @@ def test_unobtainable_candidate_history_shows_its_error(filled_store: Store, mak
     body = c.get(f"/candidates/{quote(name, safe='')}.json").json()
     assert body["latest"] is None and body["runs"][0]["status"] == "unobtainable"
     assert body["runs"][0]["error"].startswith("/nonexistent/bin/python3: no such file")
-    row = [r for r in c.get("/matrix.json").json()["rows"] if r["candidate"] == name]
+    assert not [r for r in c.get("/matrix.json").json()["rows"] if r["candidate"] == name]  # ad hoc: unpublished
+    row = [r for r in c.get("/matrix.json?scope=all").json()["rows"] if r["candidate"] == name]
     assert len(row) == 1 and row[0]["status"] == "unobtainable" and row[0]["run_id"] == out.run_id
     run = c.get(f"/runs/{out.run_id}.json").json()
     assert run["report"] is None and run["run"]["error"].startswith("/nonexistent/bin/python3")
     assert "no such file" in Text(c.get(f"/runs/{out.run_id}").text).text
     assert_error(c.get(f"/runs/{out.run_id}/report.json"), 404, "not_found")
-    md = c.get("/matrix.md").text
+    assert "/nonexistent/bin/python3" not in c.get("/matrix.md").text  # ad hoc: not in the docs table
+    md = c.get("/matrix.md?scope=all").text
     assert "no evidence: unobtainable here (/nonexistent/bin/python3: no such file)" in md
 
 
@@ -442,12 +451,14 @@ def test_run_json_holds_everything_and_the_parsed_report(client: Client, filled_
     assert body["report"] == json.loads(report_bytes("cpu-triton-3.9.0.json"))
     assert body["run"]["id"] == rid and body["run"]["candidate"] == "triton-3.9.0"
     assert body["run"]["status"] == "complete" and body["run"]["triton_version"] == "3.9.0"
-    assert body["provenance"]["run_id"] == rid and body["environment"]["kind"] == "ingested"
+    assert body["provenance"]["run_id"] == rid and body["environment"]["kind"] == "reported"
     with filled_store.session() as s:
-        want = [v.__dict__ for v in evidence.run_verdicts(evidence.get_run(s, rid))]
+        want = [v.__dict__ for v in survey_verdicts.run_verdicts(queries.get_run(s, rid))]
     assert body["verdicts"] == json.loads(json.dumps(want))
     raw = client.get(f"/runs/{rid}/report.json")
-    assert raw.status_code == 200 and raw.content == report_bytes("cpu-triton-3.9.0.json")
+    # the canonical JSON that was validated and hashed: the same document as the file
+    assert raw.status_code == 200 and raw.json() == json.loads(report_bytes("cpu-triton-3.9.0.json"))
+    assert raw.content == canonical_json(json.loads(report_bytes("cpu-triton-3.9.0.json")))
     rows = list(csv.DictReader(io.StringIO(client.get(f"/runs/{rid}.csv").text)))
     assert len(rows) == len(body["report"]["modes"])
     assert client.get(f"/runs/{rid}.md").text.startswith("| backend ")
@@ -495,7 +506,7 @@ def test_diff(client: Client, filled_store: Store) -> None:
     r = client.get("/diff.json?a=triton-3.8.0&b=triton-3.9.0")
     assert r.status_code == 200
     with filled_store.session() as s:
-        want = evidence.diff_runs(evidence.resolve_ref(s, "triton-3.8.0"), evidence.resolve_ref(s, "triton-3.9.0"))
+        want = survey_diff.diff_runs(queries.resolve_ref(s, "triton-3.8.0"), queries.resolve_ref(s, "triton-3.9.0"))
     assert r.json() == json.loads(json.dumps(want))
     assert want["fields"]["triton_version"] == {"a": "3.8.0", "b": "3.9.0"} and not want["same"]
     ids = run_ids(filled_store)
@@ -531,10 +542,11 @@ def test_check_answers_as_survey_check(client: Client, filled_store: Store, targ
                                        mode: str | None, exit_code: int) -> None:
     query = f"target={target}&backend={backend}" + (f"&mode={mode}" if mode else "")
     body = client.get(f"/check.json?{query}").json()
-    want = check_target(filled_store, target, backend, mode).as_dict()
+    # the CLI's answer from the same stored evidence (--platform: no re-resolving of the candidate here)
+    want = check_target(filled_store, target, backend, mode, platform="none:x86_64").as_dict()
     assert body["exit_code"] == want["exit_code"] == exit_code
     assert body["evidence_age"].endswith("old")
-    assert {k: v for k, v in body.items() if k not in ("evidence_age", "candidate")} == \
+    assert {k: v for k, v in body.items() if k != "evidence_age"} == \
         {k: v for k, v in want.items() if k != "evidence_age"}
     assert body["candidate"] == target and body["run_id"] == run_ids(filled_store)[target]
     page = Text(client.get(f"/check?{query}").text).text
@@ -586,7 +598,7 @@ def gpu_store(store: Store) -> Store:
     """The real H200 report (tests/fixtures/reports/README.md): live ok checks and GELU captures."""
     with store.session() as s:
         ingest(s, report_bytes("h200-triton-3.6.0.json"), candidate=H200, label="Triton 3.6.0 on an H200",
-               kind="python", source="ingest")
+               kind="python", source="ingest", scope="catalog")
     return store
 
 
@@ -602,8 +614,10 @@ def test_gpu_check(gpu_store: Store, make_client: Any, backend: str, mode: str |
     body = c.get(f"/check.json?target={H200}&backend={backend}" + (f"&mode={mode}" if mode else "")).json()
     want = check_target(gpu_store, H200, backend, mode).as_dict()
     assert body["exit_code"] == want["exit_code"] == exit_code and words in body["reason"]
-    assert {k: v for k, v in body.items() if k not in ("evidence_age", "candidate")} == \
-        {k: v for k, v in want.items() if k != "evidence_age"}
+    # the CLI adds one note: it could not obtain the ingested environment here
+    assert want["details"][-1].startswith(f"{H200} cannot be obtained here")
+    assert {k: v for k, v in body.items() if k not in ("evidence_age", "details")} == \
+        {k: v for k, v in want.items() if k not in ("evidence_age", "details")}
 
 
 def test_gpu_matrix_and_run_page_show_the_captures(gpu_store: Store, make_client: Any) -> None:
@@ -642,7 +656,7 @@ def test_upload_new_then_duplicate(store: Store, make_client: Any) -> None:
     assert r.headers["location"] == body["url"] == f"/runs/{body['run_id']}"
     run = c.get(f"{body['url']}.json").json()
     assert run["report"] == json.loads(raw) and run["run"]["source"] == "upload"
-    assert c.get(f"{body['url']}/report.json").content == raw
+    assert c.get(f"{body['url']}/report.json").content == canonical_json(json.loads(raw))
     cand = c.get("/candidates/gpu-host.triton-3.9.0.json").json()["candidate"]
     assert cand["label"] == "Triton 3.9.0 (upload)"
 
@@ -652,7 +666,7 @@ def test_upload_new_then_duplicate(store: Store, make_client: Any) -> None:
     assert run_count(store) == 1
     # Without a candidate name the report's own host and Triton name it.
     r2 = c.upload(report_bytes("cpu-triton-3.8.0.json"))
-    assert r2.status_code == 201 and r2.json()["candidate"] == "vm.triton-3.8.0"
+    assert r2.status_code == 201 and r2.json()["candidate"] == "vm:python:/tmp/venvs/t3.8.0"
 
 
 def test_upload_needs_the_token(store: Store, make_client: Any, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -721,7 +735,7 @@ def test_upload_invalid_reports_name_the_field(store: Store, make_client: Any) -
     assert_error(c.upload(json.dumps(bad_outcome)), 422, "invalid_report", "modes.0.outcome")
 
     future = copy.deepcopy(good)
-    future["schema_version"] = 2
+    future["schema_version"] = 3
     assert_error(c.upload(json.dumps(future)), 422, "invalid_report", "schema_version")
 
     assert_error(c.upload(json.dumps(good), params={"candidate": "x" * 201}), 422, "invalid_input", "candidate")

@@ -25,7 +25,7 @@ import uvicorn
 from api.app import create_app
 from db.store import Store
 from probes import outcomes as O
-from survey import evidence, probe_run
+from survey import probe_run, queries
 from survey.ingest import ingest
 from survey.launchers.python import PythonLauncher
 from survey.survey_run import ProbeSettings, survey_one
@@ -82,7 +82,7 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
                      PythonLauncher("/nonexistent/bin/python3"), ProbeSettings())
     assert out.status == "unobtainable"
     with store.session() as s:
-        ids = {c.name: r.id for c in evidence.candidates(s) if (r := evidence.latest_complete(s, c.id))}
+        ids = {c.name: r.id for c in queries.candidates(s) if (r := queries.latest_complete(s, c.id))}
 
     sock = socket.socket()
     sock.bind(("127.0.0.1", 0))

@@ -8,7 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from survey import evidence, exitcodes
+from survey import check as survey_check
+from survey import diff as survey_diff
+from survey import exitcodes, queries
 from survey import recipe as recipe_mod
 from survey.errors import RecipeError
 from survey.ingest import ingest
@@ -24,17 +26,19 @@ def gpu_store(filled_store):
     return filled_store
 
 
-def check(store, target: str, backend: str, mode: str | None = None) -> evidence.CheckResult:
+def check(store, target: str, backend: str, mode: str | None = None) -> survey_check.CheckResult:
     with store.session() as s:
-        run = evidence.latest_complete(s, evidence.get_candidate(s, target).id)
-        return evidence.check_run(s, run, target, backend, mode)
+        run = queries.latest_complete(s, queries.get_candidate(s, target).id)
+        return survey_check.check_run(s, run, target, backend, mode)
 
 
 def test_backend_absent_names_the_releases_that_have_it(gpu_store) -> None:
     r = check(gpu_store, "triton-3.7.1", "rocprofiler")
     assert r.exit_code == exitcodes.CANNOT_RUN
     assert "has no `rocprofiler` backend" in r.reason
-    assert r.fix == "builds with it (measured): triton-3.8.0 (Triton 3.8.0), triton-3.9.0 (Triton 3.9.0)"
+    assert r.cause == "backend_absent" and r.backend_present.answer == "no"
+    assert r.fix == ("builds with it (measured): triton-3.8.0 (Triton 3.8.0, no GPU (x86_64)), "
+                     "triton-3.9.0 (Triton 3.9.0, no GPU (x86_64))")
 
 
 def test_mode_refused_from_the_stub_is_said_to_be_stub_derived(gpu_store) -> None:
@@ -75,7 +79,7 @@ def test_crash_is_cannot_run(gpu_store) -> None:
     # 3.7.1's cupti+periodic_flushing is undefined behaviour: whatever it did, it did not start
     r = check(gpu_store, "triton-3.7.1", "cupti", "periodic_flushing")
     assert r.exit_code in (exitcodes.CANNOT_RUN, exitcodes.NOT_ENOUGH_EVIDENCE)
-    assert r.outcome in ("crash", "error", "no_gpu")
+    assert r.live_outcome in ("crash", "error", "no_gpu")
 
 
 def write_recipe(tmp_path: Path, block: str) -> Path:
@@ -131,15 +135,16 @@ def test_cli_exit_codes_and_usage(gpu_store) -> None:
 
 def test_diff_between_candidates_and_runs(gpu_store) -> None:
     with gpu_store.session() as s:
-        d = evidence.diff_runs(evidence.resolve_ref(s, "triton-3.7.1"), evidence.resolve_ref(s, "triton-3.8.0"))
+        d = survey_diff.diff_runs(queries.resolve_ref(s, "triton-3.7.1"), queries.resolve_ref(s, "triton-3.8.0"))
         assert d["fields"]["triton_version"] == {"a": "3.7.1", "b": "3.8.0"}
         assert d["fields"]["profilers"]["a"] is None
         changes = {c["key"]: (c["a"], c["b"]) for c in d["modes"]}
         assert changes["rocprofiler:none"] == ("unknown_backend", "library_missing")
-        same = evidence.diff_runs(evidence.resolve_ref(s, "run:3"), evidence.resolve_ref(s, "#3"))
+        same = survey_diff.diff_runs(queries.resolve_ref(s, "run:3"), queries.resolve_ref(s, "#3"))
         assert same["same"] is True
     cli = survey_cli("diff", "triton-3.8.0", "triton-3.9.0", "--db",
                           gpu_store.url)
-    assert cli.returncode == 0 and "3.8.0 -> 3.9.0" in cli.stdout
+    assert cli.returncode == 1 and "3.8.0 -> 3.9.0" in cli.stdout  # they differ: 1, like diff
+    assert survey_cli("diff", "run:3", "#3", "--db", gpu_store.url).returncode == 0
     cli = survey_cli("diff", "triton-3.8.0", "nosuch", "--db", gpu_store.url)
     assert cli.returncode == exitcodes.INPUT and "no candidate named 'nosuch'" in cli.stderr

@@ -22,7 +22,8 @@ from sqlalchemy import func, select
 
 from db import models as m
 from db.store import Store
-from survey import evidence, probe_run
+from survey import diff as survey_diff
+from survey import probe_run, queries
 from survey.catalog import Entry
 from survey.errors import EngineUnavailable, ImageNotFound, NotAPython, ProbeFailed, Unobtainable
 from survey.launchers import image as image_mod
@@ -203,10 +204,10 @@ def test_same_digest_is_reused_and_a_moved_tag_is_a_new_run(store: Store, moving
 
     assert first.run_id is not None and moved.run_id is not None
     with store.session() as s:
-        a, b = evidence.get_run(s, first.run_id), evidence.get_run(s, moved.run_id)
+        a, b = queries.get_run(s, first.run_id), queries.get_run(s, moved.run_id)
         assert a.environment is not None and b.environment is not None
         assert a.environment.identity != b.environment.identity
-        d = evidence.diff_runs(a, b)
+        d = survey_diff.diff_runs(a, b)
         ra, rb = json.loads(a.report.raw), json.loads(b.report.raw)  # type: ignore[union-attr]
     assert not d["same"]
     assert d["fields"]["triton_version"] == {"a": "3.7.1", "b": "3.8.0"}
@@ -221,7 +222,7 @@ def test_same_digest_is_reused_and_a_moved_tag_is_a_new_run(store: Store, moving
     live_a = {k: v for k, v in mode_map(ra).items() if not k[2]}
     live_b = {k: v for k, v in mode_map(rb).items() if not k[2]}
     changed = {c["key"] for c in d["modes"]}
-    expected = {f"{k[0]}:{evidence.mode_label(k[1])}" for k in set(live_a) | set(live_b)
+    expected = {f"{k[0]}:{queries.mode_label(k[1])}" for k in set(live_a) | set(live_b)
                 if live_a.get(k) != live_b.get(k)}
     assert expected and expected <= changed
 
@@ -243,7 +244,7 @@ def test_identity_is_the_digest(store: Store, moving: str, tmp_path: Path) -> No
     again = survey_image(store, "relabelled", ImageLauncher(moving, engine="podman", pull="never"))
     assert again.status == "probed" and again.run_id != first.run_id
     with store.session() as s:
-        d = evidence.diff_runs(evidence.get_run(s, first.run_id or 0), evidence.get_run(s, again.run_id or 0))
+        d = survey_diff.diff_runs(queries.get_run(s, first.run_id or 0), queries.get_run(s, again.run_id or 0))
     assert set(d["fields"]) == {"image_digest"} and not d["modes"]
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 from pathlib import Path
 
@@ -10,6 +11,7 @@ from sqlalchemy import func, select
 
 from db import models as m
 from survey.errors import InvalidReport
+from survey.report import canonical_json
 from survey.ingest import ingest
 from tests.conftest import report_bytes, survey_cli
 
@@ -28,7 +30,9 @@ def test_report_is_stored_whole_and_verbatim(store) -> None:
         res = ingest(s, raw, candidate="h200", label="H200, Triton 3.6.0")
         assert res.created
         run = s.get(m.Run, res.run_id)
-        assert run.report.raw.encode() == raw
+        # stored: exactly the canonical JSON that was validated and hashed
+        assert run.report.raw.encode() == canonical_json(json.loads(raw))
+        assert run.report.sha256 == hashlib.sha256(canonical_json(json.loads(raw))).hexdigest()
         assert run.triton_version == "3.6.0" and run.status == "complete" and run.host
         data = json.loads(raw)
         assert len(run.modes) == len(data["modes"])

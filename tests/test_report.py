@@ -13,7 +13,7 @@ from survey import report
 from survey.report import ReportError, parse_report
 from tests.conftest import REPORTS, report_bytes
 
-SCHEMA = Path(__file__).resolve().parents[1] / "schema" / "probe-report.v1.schema.json"
+SCHEMA = Path(__file__).resolve().parents[1] / "schema" / "probe-report.v2.schema.json"
 
 
 def test_vocabularies_match_the_probe() -> None:
@@ -45,7 +45,7 @@ def test_errors_name_the_field() -> None:
     with pytest.raises(ReportError, match="not JSON"):
         parse_report(b"{nope")
     with pytest.raises(ReportError) as e:
-        parse_report(json.dumps({**json.loads(report_bytes("cpu-triton-3.8.0.json")), "schema_version": 2}))
+        parse_report(json.dumps({**json.loads(report_bytes("cpu-triton-3.8.0.json")), "schema_version": 3}))
     assert e.value.field == "schema_version"
 
 

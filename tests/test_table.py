@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from survey import evidence
+from survey import docs_table
+from survey import matrix as survey_matrix
 from survey import table as table_mod
 from survey.errors import InputError
 from survey.ingest import ingest
@@ -19,7 +20,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 def rows_by_source(store) -> dict[str, dict[str, str]]:
     with store.session() as s:
-        return {r["Source"]: r for r in evidence.table_rows(s)}
+        return {r["Source"]: r for r in docs_table.table_rows(s)}
 
 
 def test_cells_are_phrased_from_what_was_measured(filled_store) -> None:
@@ -45,12 +46,12 @@ def test_rows_without_evidence_say_why(filled_store) -> None:
 
     out = survey_one(filled_store, "nightly", "PyTorch ROCm nightly", "pip", {}, 9,
                      PipLauncher(["proton-survey-no-such-dist==1.0"], index_url="http://127.0.0.1:9/simple",
-                                 pip_timeout=5), ProbeSettings())
+                                 pip_timeout=5), ProbeSettings(), scope="catalog")
     assert out.status == "unobtainable"
     with filled_store.session() as s:
         from survey.ingest import upsert_candidate
 
-        upsert_candidate(s, "later", label="Not probed yet", kind="pip", position=10)
+        upsert_candidate(s, "later", label="Not probed yet", kind="pip", position=10, scope="catalog")
         s.commit()
     rows = rows_by_source(filled_store)
     assert rows["PyTorch ROCm nightly"]["Evidence"].startswith("no evidence: unobtainable here (")
@@ -60,11 +61,11 @@ def test_rows_without_evidence_say_why(filled_store) -> None:
 @pytest.mark.parametrize("fmt", table_mod.FORMATS)
 def test_formats(filled_store, fmt: str) -> None:
     with filled_store.session() as s:
-        text = table_mod.render(table_mod.frame(evidence.table_rows(s), evidence.TABLE_COLUMNS), fmt)
+        text = table_mod.render(table_mod.frame(docs_table.table_rows(s), docs_table.TABLE_COLUMNS), fmt)
     if fmt == "json":
         assert [r["Triton"] for r in json.loads(text)] == ["3.6.0", "3.7.1", "3.8.0", "3.9.0"]
     elif fmt == "csv":
-        assert text.splitlines()[0] == ",".join(evidence.TABLE_COLUMNS)
+        assert text.splitlines()[0] == ",".join(docs_table.TABLE_COLUMNS)
     elif fmt == "md":
         assert text.splitlines()[0].startswith("| Source")
     else:
@@ -73,8 +74,8 @@ def test_formats(filled_store, fmt: str) -> None:
 
 def test_markdown_escapes_pipes(store) -> None:
     with store.session() as s:
-        ingest(s, report_bytes("cpu-triton-3.8.0.json"), candidate="piped", label="a | b")
-        text = table_mod.render(table_mod.frame(evidence.table_rows(s), evidence.TABLE_COLUMNS), "md")
+        ingest(s, report_bytes("cpu-triton-3.8.0.json"), candidate="piped", label="a | b", scope="catalog")
+        text = table_mod.render(table_mod.frame(docs_table.table_rows(s), docs_table.TABLE_COLUMNS), "md")
     assert "a \\| b" in text
 
 
@@ -113,9 +114,9 @@ def test_drift_check_and_write_in_place(filled_store, tmp_path: Path) -> None:
     assert r.returncode == 0 and "matches the evidence" in r.stderr
     r = survey("--write", str(doc))
     assert "already up to date" in r.stderr
-    # new evidence makes the docs stale again
+    # new evidence makes the docs stale again: the same Triton measured on another platform
     with filled_store.session() as s:
-        ingest(s, report_bytes("h200-triton-3.6.0.json"), candidate="h200", label="H200", position=7)
+        ingest(s, report_bytes("h200-triton-3.6.0.json"), candidate="triton-3.6.0")
     assert survey("--check", str(doc)).returncode == 1
 
 
@@ -129,7 +130,7 @@ def test_docs_without_markers_is_an_input_error(tmp_path: Path) -> None:
 
 def test_pivot_for_the_matrix(filled_store) -> None:
     with filled_store.session() as s:
-        p = table_mod.pivot(evidence.matrix(s))
+        p = table_mod.pivot(survey_matrix.matrix(s))
     assert p.loc["triton-3.7.1", "rocprofiler:none"] == "unknown_backend"
     assert p.loc["triton-3.8.0", "rocprofiler:pcsampling"] == "library_missing"
     assert p.loc["triton-3.8.0", "roctracer:pcsampling"] == "unsupported_mode"

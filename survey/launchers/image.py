@@ -277,6 +277,7 @@ class ImageLauncher:
                 )
             resolved = {
                 "image": self.image,
+                "repo_tags": list(info.get("RepoTags") or []),
                 "digest": digest,
                 "image_id": image_id,
                 "engine": self.flavor,
@@ -289,7 +290,7 @@ class ImageLauncher:
                 "distributions": inner.get("distributions") or [],
             }
             return Resolved(kind="image", resolved=resolved, python=python, image_digest=digest or image_id,
-                            notes=notes)
+                            notes=notes, target=self.image)
         raise NotAPython(
             f"the image {self.image} has no Python ({'; '.join(tried)})",
             hint="name the interpreter inside the image (catalog: interpreter = \"/path/to/python\")",

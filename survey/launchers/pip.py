@@ -132,9 +132,11 @@ class PipLauncher:
         if marker.exists() and vpy.exists():
             saved = json.loads(marker.read_text())
             if self.pinned:
-                return Resolved(kind="pip", resolved=saved, python=str(vpy), notes=["venv reused"])
+                return Resolved(kind="pip", resolved=saved, python=str(vpy), notes=["venv reused"],
+                                target=" ".join(self.requirements))
             if self._resolve_only(str(vpy)) == saved["installed"]:
-                return Resolved(kind="pip", resolved=saved, python=str(vpy), notes=["venv reused (re-resolved)"])
+                return Resolved(kind="pip", resolved=saved, python=str(vpy), notes=["venv reused (re-resolved)"],
+                                target=" ".join(self.requirements))
         # Build (or rebuild) in place; the marker is written last.
         if vdir.exists():
             shutil.rmtree(vdir)
@@ -161,7 +163,8 @@ class PipLauncher:
         tmp = marker.with_suffix(".tmp")
         tmp.write_text(json.dumps(resolved, indent=1, sort_keys=True))
         tmp.replace(marker)
-        return Resolved(kind="pip", resolved=resolved, python=str(vpy), notes=["venv built"])
+        return Resolved(kind="pip", resolved=resolved, python=str(vpy), notes=["venv built"],
+                        target=" ".join(self.requirements))
 
     def probe(self, resolved: Resolved, args: list[str], timeout: float) -> tuple[bytes, bool]:
         assert resolved.python

@@ -58,7 +58,7 @@ class PythonLauncher:
             resolved = json.loads(out.stdout)
         except ValueError:
             raise NotAPython(f"{exe}: could not list its installed distributions: {out.stderr.strip()[-300:]}")
-        return Resolved(kind="python", resolved=resolved, python=exe)
+        return Resolved(kind="python", resolved=resolved, python=exe, target=self.python)
 
     def probe(self, resolved: Resolved, args: list[str], timeout: float) -> tuple[bytes, bool]:
         assert resolved.python

@@ -1,0 +1,92 @@
+"""Does this build accept (backend, mode)? One verdict per check, from the live
+result, else from the stub-library rerun where the library failed first.
+
+verdict: accepted | refused | absent | unknown; source: live | stub | None.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from db import models as m
+from probes import outcomes as O
+
+MODE_ORDER = {None: 0, "pcsampling": 1, "periodic_flushing": 2, "default": 3, "mma": 4}
+BACKEND_ORDER = {b: i for i, b in enumerate(O.BACKENDS)}
+REFUSAL_REASONS = {
+    "unsupported-mode": "unsupported mode",
+    "unknown-mode": "unknown mode",
+    "pcsampling-not-built": "built without rocprofiler-sdk PC sampling support",
+}
+
+
+@dataclass
+class ModeVerdict:
+    """Does this build accept (backend, mode)? From the live check, else the stub."""
+
+    backend: str
+    mode: str | None
+    outcome: str  # the live (clean) outcome
+    verdict: str  # accepted | refused | absent | unknown
+    source: str | None  # live | stub | None
+    reason: str
+    library: str | None = None
+    stub_outcome: str | None = None
+    rule: str | None = None
+    message: str | None = None
+    live_id: int | None = None
+    stub_id: int | None = None
+    stub_rule: str | None = None
+
+
+def mode_verdict(live: m.ModeRow, stub: m.ModeRow | None) -> ModeVerdict:
+    v = ModeVerdict(live.backend, live.mode, live.outcome, "unknown", None, "", live.library,
+                    stub.outcome if stub else None, live.rule, live.message, live.id, stub.id if stub else None,
+                    stub.rule if stub else None)
+    o = live.outcome
+    if o == O.OK:
+        v.verdict, v.source, v.reason = "accepted", "live", "proton.start() succeeded"
+    elif o == O.UNSUPPORTED_MODE:
+        v.verdict, v.source = "refused", "live"
+        v.reason = REFUSAL_REASONS.get(live.rule or "", "refused") + f": {live.message}"
+    elif o == O.UNKNOWN_BACKEND:
+        v.verdict, v.source, v.reason = "absent", "live", f"backend absent: {live.message}"
+    elif o == O.LIBRARY_MISSING:
+        base = f"`{live.library}` did not load before the mode was looked at"
+        if stub is None:
+            v.reason = base + " (no stub rerun)"
+        elif stub.outcome == O.OK:
+            v.verdict, v.source = "accepted", "stub"
+            v.reason = base + "; with a stub library proton.start() succeeded"
+        elif stub.outcome == O.UNSUPPORTED_MODE:
+            v.verdict, v.source = "refused", "stub"
+            v.reason = base + "; with a stub library: " + REFUSAL_REASONS.get(stub.rule or "", "refused") + \
+                f" ({stub.message})"
+        else:
+            v.reason = base + f"; with a stub library: {stub.outcome} ({stub.message or stub.signal or ''})"
+    elif o == O.NO_GPU:
+        v.reason = f"no GPU where it was probed: {live.message}"
+    elif o == O.UNSTABLE:
+        counts = ", ".join(f"{k} x{n}" for k, n in sorted((live.outcome_counts or {}).items()))
+        v.reason = f"unstable: repeated attempts disagreed ({counts})"
+    elif o == O.CRASH:
+        v.reason = f"the check crashed ({live.signal})"
+    elif o == O.TIMEOUT:
+        v.reason = "the check hung and was killed at the timeout"
+    elif o == O.DISABLED:
+        v.reason = "Proton is disabled (TRITON_PROTON_DISABLE)"
+    elif o == O.DEVICES_ENV_REJECTED:
+        v.reason = live.message or "device-visibility variable rejected"
+    else:
+        v.reason = f"not recognised: {live.message}"
+    return v
+
+
+def run_verdicts(run: m.Run) -> list[ModeVerdict]:
+    live = [r for r in run.modes if r.env == "clean" and not r.stub]
+    stubs = {(r.backend, r.mode): r for r in run.modes if r.env == "clean" and r.stub}
+    out = [mode_verdict(r, stubs.get((r.backend, r.mode))) for r in live]
+    out.sort(key=lambda v: (BACKEND_ORDER.get(v.backend, 99), MODE_ORDER.get(v.mode, 9)))
+    return out
+
+
