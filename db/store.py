@@ -101,8 +101,19 @@ def ensure_schema(engine: Engine) -> str:
             )
     head = script.get_current_head()
     if current != head:
-        with engine.begin() as conn:
-            command.upgrade(alembic_config(conn), "head")
+        with engine.connect() as conn:
+            if engine.dialect.name == "sqlite":
+                # Batch migrations copy tables; SQLite enforces foreign keys on the copy's
+                # DROP unless they are off, and they can only be switched outside a transaction.
+                conn.exec_driver_sql("PRAGMA foreign_keys=OFF")
+                conn.commit()
+            try:
+                with conn.begin():
+                    command.upgrade(alembic_config(conn), "head")
+            finally:
+                if engine.dialect.name == "sqlite":
+                    conn.exec_driver_sql("PRAGMA foreign_keys=ON")
+                    conn.commit()
     assert head is not None
     return head
 

@@ -5,6 +5,7 @@ import json
 import os
 import pkgutil
 import sys
+import zipfile
 
 from . import classify, runner
 from . import outcomes as O
@@ -93,6 +94,11 @@ def run_capture(probe, backend, mode, env_kind="clean"):
     if mode is not None:
         argv += ["--backend-mode", mode]
     env = probe.clean_env() if env_kind == "clean" else dict(probe.environ)
+    # The payload classifies Proton's errors with probes/classify.py: the bundle
+    # (the zip this probe runs from, or the source tree) goes on its path.
+    root = probe.bundle if zipfile.is_zipfile(probe.bundle) else os.path.dirname(os.path.dirname(
+        os.path.abspath(__file__)))
+    env["PYTHONPATH"] = root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
     proc = runner.run(argv, env, probe.opts.capture_timeout, cwd=d, counter=probe.counter)
     try:
         with open(result_path) as f:

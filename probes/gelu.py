@@ -34,7 +34,11 @@ import triton.language as tl  # noqa: I001
 
 # The probe's classifier and vocabulary (standard library only; the payload runs
 # from the probe bundle, `python probe.zip gelu`, or with probes/ on sys.path).
-from probes import classify, outcomes  # noqa: I001
+try:
+    from probes import classify, outcomes  # noqa: I001
+except ImportError:  # run as a file from the source tree: probes/ is this file's folder
+    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    from probes import classify, outcomes  # noqa: I001
 
 try:
     import torch  # noqa: I001  (after Proton, see above)

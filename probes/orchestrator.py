@@ -414,6 +414,7 @@ class Probe(object):
         if tri.get("status") != O.FOUND:
             report["registry"] = {"status": "absent", "profilers": None, "cli_backends": None}
             report["stubs"] = {"status": "absent", "reason": "no Triton in this environment", "libraries": []}
+            report["probe"]["isolation"] = "no checks run: no Triton in this environment"
             return self._finish(report, t0)
 
         lib_names = []

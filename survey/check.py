@@ -42,7 +42,7 @@ from survey.queries import age_text, iso, mode_label
 from survey.verdicts import ModeVerdict, run_verdicts
 
 YES, NO, UNKNOWN, NOT_APPLICABLE = "yes", "no", "unknown", "not_applicable"
-CAUSES = ("backend_absent", "mode_refused", "library_missing", "capture_failed", "capture_empty", "disabled",
+CAUSES = ("no_triton", "backend_absent", "mode_refused", "library_missing", "capture_failed", "capture_empty", "disabled",
           "devices_env_rejected", "unstable", "crashed", "hung", "unrecognised_error", "no_gpu", "not_checked",
           "not_probed")
 
@@ -170,6 +170,10 @@ def check_run(s: Session, run: m.Run, target: str, backend: str, mode: str | Non
         res.exit_code, res.verdict, res.cause, res.reason, res.fix = code, word, cause, reason, fix
         return res
 
+    if v is None and not run.modes and run.triton_version is None:
+        res.backend_present = Answer(NO, "there is no Triton in this environment", "live")
+        return verdict(cannot, "cannot_run", "no_triton", "this environment has no Triton (so no Proton)",
+                       "install triton (or use an environment that has it)")
     if v is None:
         return verdict(exitcodes.NOT_ENOUGH_EVIDENCE, "not_enough_evidence", "not_checked",
                        f"the probe did not check backend={backend!r} mode={mode_label(base_mode)!r} here",

@@ -33,10 +33,9 @@ from survey import matrix as survey_matrix
 from survey import verdicts as survey_verdicts
 from survey.check import check_target
 from survey.cli import app as cli_app
-from survey.report import canonical_json
 from survey.ingest import ingest
 from survey.launchers.python import PythonLauncher
-from survey.report import json_schema
+from survey.report import canonical_json, json_schema
 from survey.survey_run import ProbeSettings, survey_one
 from tests.conftest import report_bytes
 

@@ -11,8 +11,8 @@ from sqlalchemy import func, select
 
 from db import models as m
 from survey.errors import InvalidReport
-from survey.report import canonical_json
 from survey.ingest import ingest
+from survey.report import canonical_json
 from tests.conftest import report_bytes, survey_cli
 
 ROOT = Path(__file__).resolve().parents[1]
