@@ -41,9 +41,11 @@ DbOpt = Annotated[
 TimeoutOpt = Annotated[float, typer.Option("--timeout", help="seconds for each check inside the probe")]
 
 
-def open_store(db: str | None) -> Store:
+def open_store(db: str | None, *, create: bool = True) -> Store:
+    """The store at ``db``; commands that only read it pass ``create=False``, so a
+    mistyped --db is an error instead of a new, empty store."""
     try:
-        return Store(db)
+        return Store(db, create=create)
     except NewerDatabaseError as e:
         raise StoreUnusable(str(e))
     except StoreError as e:
@@ -203,7 +205,7 @@ def table_cmd(
         raise InputError(f"unknown format {fmt!r}; one of {', '.join(table_mod.FORMATS)}")
     if (check or write) and fmt != "md":
         raise InputError("--check and --write work on the Markdown table (--format md)")
-    with open_store(db).session() as s:
+    with open_store(db, create=False).session() as s:
         rows = evidence.table_rows(s)
     text = table_mod.render(table_mod.frame(rows, evidence.TABLE_COLUMNS), fmt)
     if check:
@@ -282,7 +284,7 @@ def diff_cmd(
     db: DbOpt = None,
 ) -> None:
     """What changed between two candidates, or two runs of one."""
-    with open_store(db).session() as s:
+    with open_store(db, create=False).session() as s:
         d = evidence.diff_runs(evidence.resolve_ref(s, a), evidence.resolve_ref(s, b))
     if output_json:
         sys.stdout.write(json.dumps(d, indent=1) + "\n")

@@ -78,8 +78,10 @@ def test_cli_ingest_invalid_then_duplicate(tmp_path: Path) -> None:
     r = survey("ingest", str(good), str(bad))
     assert r.returncode == 65
     assert "environment.triton.status" in r.stderr and "nothing was stored" in r.stderr
-    r = survey("table", "--format", "json")
-    assert json.loads(r.stdout) == []
+    assert not (tmp_path / "s.db").exists()  # validated before the store was opened
+    r = survey("table", "--format", "json")  # a reader does not create a store
+    assert r.returncode == 65 and f"no proton-survey store at {tmp_path / 's.db'}" in r.stderr
+    assert not (tmp_path / "s.db").exists()
     r = survey("ingest", str(good))
     assert r.returncode == 0 and "stored as run #1" in r.stdout
     r = survey("ingest", str(good))
