@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import os
 import re
+import threading
 import zlib
 from pathlib import Path
 from typing import Any
@@ -73,8 +74,9 @@ def mask_url(url: str | URL) -> str:
         return _PASSWORD_IN_QUERY.sub(r"\g<head>***", _PASSWORD_IN_URL.sub(r"\g<head>***@", raw))
     if parsed.password is None and not any(k.lower() == "password" for k in parsed.query):
         return raw  # nothing to hide: show it exactly as given
-    query = {k: ("***" if k.lower() == "password" else v) for k, v in parsed.query.items()}
-    return parsed.set(query=query).render_as_string(hide_password=True)
+    hidden = "proton-survey-hidden-password"
+    query = {k: (hidden if k.lower() == "password" else v) for k, v in parsed.query.items()}
+    return parsed.set(query=query).render_as_string(hide_password=True).replace(hidden, "***")
 
 
 def _scrub(message: str, url: str | URL) -> str:
@@ -162,7 +164,12 @@ def _sqlite_pragmas(read_only: bool) -> Any:
         if read_only:
             cur.execute("PRAGMA query_only=ON")
         else:
-            cur.execute("PRAGMA journal_mode=WAL")
+            # WAL is a property of the file: set it on our own stores and new files, never
+            # on a foreign database that ensure_schema is about to refuse.
+            mode = cur.execute("PRAGMA journal_mode").fetchone()[0]
+            names = {r[0] for r in cur.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+            if mode != "wal" and (not names or "alembic_version" in names):
+                cur.execute("PRAGMA journal_mode=WAL")
             cur.execute("PRAGMA synchronous=NORMAL")
         cur.execute("PRAGMA foreign_keys=ON")
         cur.execute("PRAGMA busy_timeout=30000")
@@ -185,7 +192,7 @@ def make_engine(url: str, *, create: bool = True) -> Engine:
         path = _sqlite_file(parsed)
         if path is not None:
             if not create:
-                if not path.is_file():
+                if not path.is_file() or path.stat().st_size == 0:  # a store is never 0 bytes
                     raise NoStoreError(f"no proton-survey store at {path} "
                                        "(run `survey run` first, or point --db at an existing store)")
                 parsed = _read_only_url(parsed, path)
@@ -223,10 +230,21 @@ def current_revision(engine: Engine) -> str | None:
         return MigrationContext.configure(conn).get_current_revision()
 
 
+# Alembic keeps the running migration in module globals: one upgrade at a time per process.
+_UPGRADE_LOCK = threading.Lock()
+
+
 def _lock_schema(conn: Connection) -> None:
-    """Serialise schema changes between processes sharing a server database."""
+    """Take the database's write lock for the whole upgrade, so that processes opening
+    one new store at once create its schema once (the others wait, then find it made).
+
+    On SQLite this also makes the upgrade one transaction: the driver would otherwise
+    run each CREATE TABLE in autocommit, and a killed first run would leave half a schema.
+    """
     if conn.dialect.name == "postgresql":
         conn.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": SCHEMA_LOCK})
+    elif conn.dialect.name == "sqlite":
+        conn.exec_driver_sql("BEGIN IMMEDIATE")
 
 
 def ensure_schema(engine: Engine, *, create: bool = True) -> str:
@@ -262,7 +280,7 @@ def ensure_schema(engine: Engine, *, create: bool = True) -> str:
         raise StoreError(f"the store at {where!r} has schema revision {current} and this proton-survey needs "
                          f"{head}; it is open read-only, so it cannot be upgraded: open it once with write access")
     try:
-        with engine.begin() as conn:
+        with _UPGRADE_LOCK, engine.begin() as conn:
             _lock_schema(conn)
             # Another process may have upgraded it while we waited for the lock.
             if MigrationContext.configure(conn).get_current_revision() != head:
