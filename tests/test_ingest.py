@@ -177,3 +177,36 @@ def test_concurrent_uploads_of_new_candidates_are_all_stored(store) -> None:
     with store.session() as s:
         shared = s.scalar(select(m.Candidate).where(m.Candidate.name == "shared"))
         assert len(shared.runs) == 2
+
+
+# --------------------------------------------------------------------------- what PostgreSQL refuses
+POSTGRESQL_REFUSES = (
+    "PostgreSQL refuses what SQLite stores: NUL characters in text (psycopg: 'PostgreSQL text fields cannot "
+    "contain NUL (0x00) bytes') and strings longer than a String(n) column (StringDataRightTruncation); the "
+    "report schema bounds neither, so survey/ingest.py raises DataError and POST /runs answers 500"
+)
+
+
+def _edited(edit) -> bytes:
+    data = json.loads(report_bytes("cpu-triton-3.9.0.json"))
+    edit(data)
+    return json.dumps(data).encode()
+
+
+@pytest.mark.parametrize("raw", [
+    # a crashed check's stderr can hold NUL bytes; the probe keeps them
+    pytest.param(_edited(lambda d: d["modes"][0].update(stderr_tail="dump:\u0000\u0000 end")), id="nul-in-stderr_tail"),
+    pytest.param(_edited(lambda d: d["modes"][0].update(message="bad\u0000name")), id="nul-in-message"),
+    # mode_results.mode is String(80)
+    pytest.param(_edited(lambda d: d["modes"][0].update(mode="m" * 100)), id="mode-of-100-chars"),
+    # the default candidate name is made from it; candidates.name is String(200)
+    pytest.param(_edited(lambda d: d["environment"]["platform"].update(hostname="h" * 300)), id="hostname-300"),
+])
+def test_reports_with_text_postgresql_cannot_hold_as_is_are_stored(store, request, raw: bytes) -> None:
+    if store.engine.dialect.name == "postgresql":
+        request.applymarker(pytest.mark.xfail(strict=True, reason=POSTGRESQL_REFUSES))
+    with store.session() as s:
+        res = ingest(s, raw, source="upload")
+    assert res.created
+    with store.session() as s:
+        assert s.get(m.Run, res.run_id).report.raw.encode() == raw  # kept verbatim
