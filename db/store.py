@@ -1,25 +1,40 @@
 """Open the store, bring its schema to this version, hand out sessions.
 
-``open_store`` upgrades an older database (Alembic) and refuses one written by a
+``Store`` upgrades an older database (Alembic) and refuses one written by a
 newer proton-survey, naming both revisions. SQLite runs in WAL mode, so readers
-(the service) never block on a survey that is writing.
+(the service) never block on a survey that is writing. PostgreSQL is reached
+through psycopg 3 (a plain ``postgresql://`` URL is given that driver); several
+processes may share one PostgreSQL database, and the first to open an empty one
+creates the schema while the others wait for it.
+
+URLs are printed through :func:`mask_url`, so a password never reaches an error
+message, a log or a repr.
 """
 
 from __future__ import annotations
 
 import os
+import re
+import threading
+import zlib
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote, unquote
 
 from alembic import command
 from alembic.config import Config
 from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
-from sqlalchemy import Engine, create_engine, event, inspect
+from sqlalchemy import Connection, Engine, create_engine, event, inspect, text
+from sqlalchemy.engine import URL, make_url
 from sqlalchemy.orm import Session, sessionmaker
 
 MIGRATIONS = Path(__file__).with_name("migrations")
 DEFAULT_DB_ENV = "SURVEY_DB"
+# Key of the PostgreSQL advisory lock held while the schema is created or upgraded.
+SCHEMA_LOCK = zlib.crc32(b"proton-survey schema") & 0x7FFFFFFF
+_PASSWORD_IN_URL = re.compile(r"(?P<head>://[^:/?#@]*:)[^@/?#]*@")
+_PASSWORD_IN_QUERY = re.compile(r"(?P<head>[?&]password=)[^&#]*", re.IGNORECASE)
 
 
 def default_url() -> str:
@@ -38,25 +53,161 @@ class NewerDatabaseError(StoreError):
     pass
 
 
-def _sqlite_pragmas(dbapi_conn: Any, _record: Any) -> None:
-    cur = dbapi_conn.cursor()
-    cur.execute("PRAGMA journal_mode=WAL")
-    cur.execute("PRAGMA synchronous=NORMAL")
-    cur.execute("PRAGMA foreign_keys=ON")
-    cur.execute("PRAGMA busy_timeout=30000")
-    cur.close()
+class NoStoreError(StoreError):
+    """``create=False`` and there is no store at that URL."""
 
 
-def make_engine(url: str) -> Engine:
-    if url.startswith("sqlite:///") and not url.startswith("sqlite:///:memory:"):
-        path = Path(url[len("sqlite:///") :])
-        path.parent.mkdir(parents=True, exist_ok=True)
+def mask_url(url: str | URL) -> str:
+    """The URL as it may be shown: its password (in the authority or as a
+    ``password=`` query parameter) replaced by ``***``. A URL that does not
+    parse is masked textually."""
+    if isinstance(url, URL):
+        parsed: URL | None = url
+        raw = url.render_as_string(hide_password=False)
+    else:
+        raw = url
+        try:
+            parsed = make_url(url)
+        except Exception:
+            parsed = None
+    if parsed is None:
+        return _PASSWORD_IN_QUERY.sub(r"\g<head>***", _PASSWORD_IN_URL.sub(r"\g<head>***@", raw))
+    if parsed.password is None and not any(k.lower() == "password" for k in parsed.query):
+        return raw  # nothing to hide: show it exactly as given
+    hidden = "proton-survey-hidden-password"
+    query = {k: (hidden if k.lower() == "password" else v) for k, v in parsed.query.items()}
+    return parsed.set(query=query).render_as_string(hide_password=True).replace(hidden, "***")
+
+
+def _scrub(message: str, url: str | URL) -> str:
+    """``message`` (an error about ``url``) with ``url``'s password hidden in every spelling."""
+    raw = url.render_as_string(hide_password=False) if isinstance(url, URL) else url
+    message = message.replace(raw, mask_url(raw))
     try:
-        engine = create_engine(url, future=True)
+        parsed = make_url(raw)
+    except Exception:
+        return mask_url(message)
+    secrets: list[str] = [parsed.password] if parsed.password else []
+    for key, value in parsed.query.items():
+        if key.lower() == "password":
+            secrets += [value] if isinstance(value, str) else list(value)
+    for secret in filter(None, secrets):
+        message = message.replace(secret, "***").replace(quote(secret, safe=""), "***")
+    return message
+
+
+def normalize_url(url: str) -> str:
+    """``postgresql://`` (and ``postgres://``) name the psycopg 3 driver; SQLAlchemy
+    would otherwise pick psycopg2, which proton-survey does not install."""
+    for scheme in ("postgresql://", "postgres://"):
+        if url.startswith(scheme):
+            return "postgresql+psycopg://" + url[len(scheme):]
+    return url
+
+
+def _query(url: URL, key: str) -> str:
+    """One query parameter of ``url`` ('' when absent; the last of repeated ones)."""
+    value = url.query.get(key, "")
+    return value if isinstance(value, str) else (value[-1] if value else "")
+
+
+def _sqlite_file(url: URL) -> Path | None:
+    """The file of a SQLite URL, or None for an in-memory database."""
+    db = url.database
+    if not db or db == ":memory:" or _query(url, "mode") == "memory":
+        return None
+    if db.startswith("file:"):
+        if _query(url, "uri").lower() not in ("true", "1"):
+            return Path(db)  # without uri=true the driver takes it as a plain file name
+        path = db[len("file:"):]
+        if path.startswith("//"):  # file://localhost/abs/path or file:///abs/path
+            path = "/" + path[2:].partition("/")[2]
+        path = path.split("?", 1)[0].split("#", 1)[0]
+        if not path or path == ":memory:":
+            return None
+        return Path(unquote(path))
+    return Path(db)
+
+
+def _is_read_only(url: URL) -> bool:
+    return _query(url, "mode") == "ro" or _query(url, "immutable").lower() in ("1", "true")
+
+
+def _read_only_url(url: URL, path: Path) -> URL:
+    """The same SQLite file opened read-only, as far as this process's permissions require.
+
+    A file we may not write is opened with ``mode=ro``. In a directory we may not
+    write, SQLite cannot create the WAL index (``-shm``): if a writer is attached
+    (the index exists) ``mode=ro`` reads through it; if none is (no ``-shm``, no
+    ``-wal``: every change is in the file itself) the file is opened ``immutable``,
+    the only way SQLite reads a WAL database without its index.
+    """
+    directory = path.parent if str(path.parent) else Path(".")
+    dir_writable = os.access(directory, os.W_OK | os.X_OK)
+    file_writable = os.access(path, os.W_OK)
+    sidecars = [Path(f"{path}-shm"), Path(f"{path}-wal")]
+    if dir_writable and file_writable:
+        return url
+    if dir_writable or any(p.exists() for p in sidecars):
+        extra = {"mode": "ro"}
+    else:
+        extra = {"mode": "ro", "immutable": "1"}
+    if url.database and url.database.startswith("file:") and _query(url, "uri"):
+        return url.update_query_dict(extra)
+    return url.set(database="file:" + quote(str(path.absolute())),
+                   query={**url.query, **extra, "uri": "true"})
+
+
+def _sqlite_pragmas(read_only: bool) -> Any:
+    def connect(dbapi_conn: Any, _record: Any) -> None:
+        cur = dbapi_conn.cursor()
+        if read_only:
+            cur.execute("PRAGMA query_only=ON")
+        else:
+            # WAL is a property of the file: set it on our own stores and new files, never
+            # on a foreign database that ensure_schema is about to refuse.
+            mode = cur.execute("PRAGMA journal_mode").fetchone()[0]
+            names = {r[0] for r in cur.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+            if mode != "wal" and (not names or "alembic_version" in names):
+                cur.execute("PRAGMA journal_mode=WAL")
+            cur.execute("PRAGMA synchronous=NORMAL")
+        cur.execute("PRAGMA foreign_keys=ON")
+        cur.execute("PRAGMA busy_timeout=30000")
+        cur.close()
+
+    return connect
+
+
+def make_engine(url: str, *, create: bool = True) -> Engine:
+    """An engine for ``url``. With ``create`` a missing SQLite file (and its
+    directory) is created; without, it is :class:`NoStoreError`, and a file this
+    process may not write is opened read-only."""
+    url = normalize_url(url)
+    try:
+        parsed = make_url(url)
+    except Exception as e:
+        raise StoreError(f"cannot use database URL {mask_url(url)!r}: {_scrub(str(e), url)}") from e
+    read_only = False
+    if parsed.get_backend_name() == "sqlite":
+        path = _sqlite_file(parsed)
+        if path is not None:
+            if not create:
+                if not path.is_file() or path.stat().st_size == 0:  # a store is never 0 bytes
+                    raise NoStoreError(f"no proton-survey store at {path} "
+                                       "(run `survey run` first, or point --db at an existing store)")
+                parsed = _read_only_url(parsed, path)
+            else:
+                try:
+                    path.parent.mkdir(parents=True, exist_ok=True)
+                except OSError as e:
+                    raise StoreError(f"cannot create the store's directory {path.parent}: {e.strerror}") from e
+        read_only = _is_read_only(parsed)
+    try:
+        engine = create_engine(parsed, future=True)
     except Exception as e:  # ArgumentError, NoSuchModuleError, ...
-        raise StoreError(f"cannot use database URL {url!r}: {e}") from e
+        raise StoreError(f"cannot use database URL {mask_url(url)!r}: {_scrub(str(e), url)}") from e
     if engine.dialect.name == "sqlite":
-        event.listen(engine, "connect", _sqlite_pragmas)
+        event.listen(engine, "connect", _sqlite_pragmas(read_only))
     return engine
 
 
@@ -79,52 +230,96 @@ def current_revision(engine: Engine) -> str | None:
         return MigrationContext.configure(conn).get_current_revision()
 
 
-def ensure_schema(engine: Engine) -> str:
-    """Upgrade to head; refuse a database from a newer proton-survey."""
+# Alembic keeps the running migration in module globals: one upgrade at a time per process.
+_UPGRADE_LOCK = threading.Lock()
+
+
+def _lock_schema(conn: Connection) -> None:
+    """Take the database's write lock for the whole upgrade, so that processes opening
+    one new store at once create its schema once (the others wait, then find it made).
+
+    On SQLite this also makes the upgrade one transaction: the driver would otherwise
+    run each CREATE TABLE in autocommit, and a killed first run would leave half a schema.
+    """
+    if conn.dialect.name == "postgresql":
+        conn.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": SCHEMA_LOCK})
+    elif conn.dialect.name == "sqlite":
+        conn.exec_driver_sql("BEGIN IMMEDIATE")
+
+
+def ensure_schema(engine: Engine, *, create: bool = True) -> str:
+    """Upgrade to head; refuse a database from a newer proton-survey, a foreign one,
+    and (without ``create``) one that holds no proton-survey store at all."""
     script = ScriptDirectory.from_config(alembic_config())
     known = {rev.revision for rev in script.walk_revisions()}
+    head = script.get_current_head()
+    assert head is not None
+    where = mask_url(engine.url)
     try:
         current = current_revision(engine)
+        tables = set(inspect(engine).get_table_names()) if current is None else set()
     except Exception as e:
-        raise StoreError(f"cannot open the database at {engine.url!r}: {e}") from e
+        raise StoreError(f"cannot open the database at {where!r}: {_scrub(str(e), engine.url)}") from e
     if current is not None and current not in known:
         raise NewerDatabaseError(
-            f"the database at {engine.url!r} has schema revision {current}, written by a newer proton-survey; "
-            f"this one knows up to {script.get_current_head()}. Upgrade proton-survey, or point --db elsewhere."
+            f"the database at {where!r} has schema revision {current}, written by a newer proton-survey; "
+            f"this one knows up to {head}. Upgrade proton-survey, or point --db elsewhere."
         )
     if current is None:
-        tables = set(inspect(engine).get_table_names())
         if tables - {"alembic_version"}:
             raise StoreError(
-                f"the database at {engine.url!r} has tables {sorted(tables)} but no proton-survey schema revision; "
+                f"the database at {where!r} has tables {sorted(tables)} but no proton-survey schema revision; "
                 "refusing to touch it"
             )
-    head = script.get_current_head()
-    if current != head:
-        with engine.connect() as conn:
-            if engine.dialect.name == "sqlite":
+        if not create:
+            raise NoStoreError(f"no proton-survey store at {where} "
+                               "(run `survey run` first, or point --db at an existing store)")
+    if current == head:
+        return head
+    if engine.dialect.name == "sqlite" and _is_read_only(engine.url):
+        raise StoreError(f"the store at {where!r} has schema revision {current} and this proton-survey needs "
+                         f"{head}; it is open read-only, so it cannot be upgraded: open it once with write access")
+    sqlite = engine.dialect.name == "sqlite"
+    try:
+        with _UPGRADE_LOCK, engine.connect() as conn:
+            if sqlite:
                 # Batch migrations copy tables; SQLite enforces foreign keys on the copy's
                 # DROP unless they are off, and they can only be switched outside a transaction.
                 conn.exec_driver_sql("PRAGMA foreign_keys=OFF")
                 conn.commit()
             try:
                 with conn.begin():
-                    command.upgrade(alembic_config(conn), "head")
+                    _lock_schema(conn)
+                    # Another process may have upgraded it while we waited for the lock.
+                    if MigrationContext.configure(conn).get_current_revision() != head:
+                        command.upgrade(alembic_config(conn), "head")
             finally:
-                if engine.dialect.name == "sqlite":
+                if sqlite:
                     conn.exec_driver_sql("PRAGMA foreign_keys=ON")
                     conn.commit()
-    assert head is not None
+    except Exception as e:
+        raise StoreError(f"cannot bring the database at {where!r} to schema revision {head}: "
+                         f"{_scrub(str(e), engine.url)}") from e
     return head
 
 
 class Store:
-    """An engine with an up-to-date schema and a session factory."""
+    """An engine with an up-to-date schema and a session factory.
 
-    def __init__(self, url: str | None = None):
-        self.url = url or default_url()
-        self.engine = make_engine(self.url)
-        self.revision = ensure_schema(self.engine)
+    ``create=False`` opens only an existing store: a missing SQLite file is
+    :class:`NoStoreError` (and nothing is created), and a file or directory this
+    process may not write is opened read-only.
+    """
+
+    def __init__(self, url: str | None = None, *, create: bool = True):
+        self.url = normalize_url(url or default_url())
+        self.engine = make_engine(self.url, create=create)
+        try:
+            self.revision = ensure_schema(self.engine, create=create)
+        except BaseException:
+            self.engine.dispose()
+            raise
+        self.read_only = self.engine.dialect.name == "sqlite" and _is_read_only(self.engine.url)
         self.sessions = sessionmaker(self.engine, expire_on_commit=False)
 
     def session(self) -> Session:
@@ -132,3 +327,6 @@ class Store:
 
     def close(self) -> None:
         self.engine.dispose()
+
+    def __repr__(self) -> str:
+        return f"Store({mask_url(self.url)!r}, revision={self.revision!r})"

@@ -42,9 +42,9 @@ from survey.queries import age_text, iso, mode_label
 from survey.verdicts import ModeVerdict, run_verdicts
 
 YES, NO, UNKNOWN, NOT_APPLICABLE = "yes", "no", "unknown", "not_applicable"
-CAUSES = ("no_triton", "backend_absent", "mode_refused", "library_missing", "capture_failed", "capture_empty", "disabled",
-          "devices_env_rejected", "unstable", "crashed", "hung", "unrecognised_error", "no_gpu", "not_checked",
-          "not_probed")
+CAUSES = ("no_triton", "backend_absent", "mode_refused", "library_missing", "capture_failed", "capture_empty",
+          "disabled", "devices_env_rejected", "unstable", "crashed", "hung", "unrecognised_error", "no_gpu",
+          "not_checked", "not_probed")
 
 
 @dataclass

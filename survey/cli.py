@@ -41,9 +41,11 @@ DbOpt = Annotated[
 TimeoutOpt = Annotated[float, typer.Option("--timeout", help="seconds for each check inside the probe")]
 
 
-def open_store(db: str | None) -> Store:
+def open_store(db: str | None, *, create: bool = True) -> Store:
+    """The store at ``db``; commands that only read it pass ``create=False``, so a
+    mistyped --db is an error instead of a new, empty store."""
     try:
-        return Store(db)
+        return Store(db, create=create)
     except NewerDatabaseError as e:
         raise StoreUnusable(str(e))
     except StoreError as e:
@@ -220,7 +222,7 @@ def table_cmd(
         raise InputError(f"unknown format {fmt!r}; one of {', '.join(table_mod.FORMATS)}")
     if (check or write) and fmt != "md":
         raise InputError("--check and --write work on the Markdown table (--format md)")
-    with open_store(db).session() as s:
+    with open_store(db, create=False).session() as s:
         rows = docs_table.table_rows(s, "all" if show_all else "catalog")
     text = table_mod.render(table_mod.frame(rows, docs_table.columns(rows)), fmt)
     if check:
@@ -309,7 +311,7 @@ def diff_cmd(
     """What changed between two candidates, or two runs of one. Exit 0 the same, 1 they differ (like diff)."""
     from survey.diff import diff_runs
 
-    with open_store(db).session() as s:
+    with open_store(db, create=False).session() as s:
         d = diff_runs(queries.resolve_ref(s, a), queries.resolve_ref(s, b))
     code = exitcodes.OK if d["same"] else exitcodes.FAILURE
     if output_json:

@@ -160,17 +160,17 @@ class Attempt(Strict):
 
 
 class ModeResult(Strict):
-    backend: str
-    mode: str | None
+    backend: str = Field(max_length=40)
+    mode: str | None = Field(max_length=80)
     env: EnvKind
     call: str
     argv: list[str]
     stub: bool
     outcome: Outcome
-    rule: str | None
-    library: str | None
-    signal: str | None
-    exc_type: str | None
+    rule: str | None = Field(max_length=80)
+    library: str | None = Field(max_length=200)
+    signal: str | None = Field(max_length=20)
+    exc_type: str | None = Field(max_length=200)
     message: str | None
     exit_code: Int32 | None
     timed_out: bool
@@ -195,7 +195,7 @@ class Candidate(Strict):
 
 
 class LibraryResult(Strict):
-    name: str
+    name: str = Field(max_length=200)
     backends: list[str]
     dlopen: str | None
     via: str | None
@@ -234,8 +234,8 @@ class Artifact(Strict):
 
 
 class CaptureResult(Strict):
-    backend: str | None
-    mode: str | None
+    backend: str | None = Field(max_length=40)
+    mode: str | None = Field(max_length=80)
     env: EnvKind
     argv: list[str]
     outcome: Outcome

@@ -4,11 +4,13 @@ SURVEY_CACHE), ``podman`` ones need the test images, ``browser`` ones chromium."
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from db.store import Store
+from tests.pgserver import PgServer, find_bindir, not_installed_reason
 
 FIXTURES = Path(__file__).parent / "fixtures"
 REPORTS = FIXTURES / "reports"
@@ -19,9 +21,39 @@ def report_bytes(name: str) -> bytes:
     return (REPORTS / name).read_bytes()
 
 
+@pytest.fixture(scope="session")
+def pg_server() -> Iterator[PgServer]:
+    """One real PostgreSQL server for the session (tests/pgserver.py); skips when
+    PostgreSQL is not installed (tests/run.sh installs it)."""
+    bindir = find_bindir()
+    if bindir is None:
+        pytest.skip(not_installed_reason())
+    server = PgServer(bindir)
+    try:
+        yield server.start()
+    finally:
+        server.stop()
+
+
 @pytest.fixture
-def store(tmp_path: Path) -> Store:
-    s = Store(f"sqlite:///{tmp_path / 'survey.db'}")
+def pg_url(pg_server: PgServer) -> Iterator[str]:
+    """A fresh PostgreSQL database holding the current schema."""
+    name = pg_server.new_database()
+    yield pg_server.url(name)
+    pg_server.drop_database(name)
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """Every test of the store runs on SQLite and on PostgreSQL."""
+    if request.param == "sqlite":
+        return f"sqlite:///{tmp_path / 'survey.db'}"
+    return str(request.getfixturevalue("pg_url"))
+
+
+@pytest.fixture
+def store(store_url: str) -> Iterator[Store]:
+    s = Store(store_url)
     yield s
     s.close()
 

@@ -3,7 +3,8 @@
 #
 #   tests/run.sh            every tier: lint, types, fast, integration (real PyPI triton
 #                           wheels), podman (real images), browser (chromium)
-#   tests/run.sh --fast     the fast tier only (no downloads beyond the Python deps)
+#   tests/run.sh --fast     the fast tier only (no downloads beyond the Python deps and,
+#                           when missing, Debian's postgresql: store tests run on SQLite and PostgreSQL)
 #   tests/run.sh ... ARGS   extra arguments go to pytest
 #
 # Heavy downloads (triton wheels, the Debian root filesystem) are cached under
@@ -19,6 +20,22 @@ export PIP_CACHE_DIR=${PIP_CACHE_DIR:-$SURVEY_CACHE/pip}
 export PIP_DISABLE_PIP_VERSION_CHECK=1
 mkdir -p "$SURVEY_CACHE"
 
+if [ "$(id -u)" = 0 ]; then sudo=""; else sudo="sudo"; fi
+apt_updated=0
+apt_install() {  # Debian packages, installed only when missing
+  local need=() pkg
+  for pkg in "$@"; do
+    dpkg -s "$pkg" >/dev/null 2>&1 || need+=("$pkg")
+  done
+  [ ${#need[@]} -gt 0 ] || return 0
+  if [ "$apt_updated" = 0 ]; then $sudo apt-get update -qq; apt_updated=1; fi
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
+}
+
+# Every tier runs the store tests on PostgreSQL too: tests/pgserver.py starts a
+# server of its own from /usr/lib/postgresql/*/bin (Debian's postgresql).
+compgen -G "/usr/lib/postgresql/*/bin/pg_ctl" >/dev/null || apt_install postgresql
+
 python3 -m venv .venv
 .venv/bin/python -m pip install -q --upgrade pip
 .venv/bin/python -m pip install -q -e ".[test,browser,bench]"
@@ -29,15 +46,7 @@ fi
 
 # System packages for the podman and browser tiers (Debian): podman + runc for real
 # containers, debootstrap for the test images, chromium for Playwright, wrk for bench.
-need=()
-for pkg in podman runc debootstrap chromium wrk; do
-  dpkg -s "$pkg" >/dev/null 2>&1 || need+=("$pkg")
-done
-if [ ${#need[@]} -gt 0 ]; then
-  if [ "$(id -u)" = 0 ]; then sudo=""; else sudo="sudo"; fi
-  $sudo apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
-fi
+apt_install podman runc debootstrap chromium wrk
 
 export CONTAINERS_CONF=${CONTAINERS_CONF:-$PWD/.ci/containers.conf}
 PYTHON=.venv/bin/python .ci/build-images

@@ -20,6 +20,8 @@ from urllib.parse import quote
 import anyio.from_thread
 import httpx
 import pytest
+from sqlalchemy import text
+from sqlalchemy.exc import OperationalError
 from typer.testing import CliRunner
 
 from api.app import create_app
@@ -331,15 +333,30 @@ def test_matrix_etag_and_304_until_evidence_arrives(store: Store, make_client: A
     assert c.get("/matrix.json", headers={"If-None-Match": e1}).status_code == 304
 
 
+def assert_write_locked(store: Store) -> None:
+    """A second writer cannot take the lock now (proof that the writer holds it)."""
+    if store.engine.dialect.name == "sqlite":
+        other = sqlite3.connect(store.engine.url.database, isolation_level=None, timeout=0)
+        try:
+            with pytest.raises(sqlite3.OperationalError, match="database is locked"):
+                other.execute("BEGIN IMMEDIATE")
+        finally:
+            other.close()
+    else:
+        with store.engine.connect() as other:
+            other.execute(text("SET lock_timeout = '200ms'"))
+            with pytest.raises(OperationalError, match="lock timeout"):
+                other.execute(text("UPDATE meta SET value = 'x' WHERE key = 'matrix_version'"))
+            other.rollback()
+
+
 def test_reads_do_not_wait_for_a_writer(client: Client, filled_store: Store) -> None:
     before = client.get("/matrix.json").json()
-    db = filled_store.url[len("sqlite:///"):]
-    writer = sqlite3.connect(db, isolation_level=None, timeout=1)
-    try:
-        writer.execute("BEGIN IMMEDIATE")
-        writer.execute("UPDATE meta SET value = 'uncommitted' WHERE key = 'matrix_version'")
-        writer.execute("INSERT INTO candidates (name, label, kind, spec, position, created_at, updated_at) "
-                       "VALUES ('being-written', 'x', 'pip', '{}', 9, '2026-12-02', '2026-12-02')")
+    with filled_store.engine.connect() as writer:  # its own connection, in a transaction until rolled back
+        writer.execute(text("UPDATE meta SET value = 'uncommitted' WHERE key = 'matrix_version'"))
+        writer.execute(text("INSERT INTO candidates (name, label, kind, spec, position, created_at, updated_at) "
+                            "VALUES ('being-written', 'x', 'pip', '{}', 9, '2026-12-02', '2026-12-02')"))
+        assert_write_locked(filled_store)
         # The write lock is held; every read still answers, from the last commit.
         during = client.get("/matrix.json").json()
         assert during["matrix_version"] == before["matrix_version"] and during["count"] == 56
@@ -347,9 +364,7 @@ def test_reads_do_not_wait_for_a_writer(client: Client, filled_store: Store) -> 
         assert "being-written" not in names
         assert client.get("/runs/1.json").status_code == 200
         assert client.get("/matrix.md").status_code == 200
-    finally:
-        writer.execute("ROLLBACK")
-        writer.close()
+        writer.rollback()
 
 
 # --------------------------------------------------------------------------- candidates

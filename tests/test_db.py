@@ -1,64 +1,121 @@
-"""The store: migrations from empty, refusal of newer or foreign databases, WAL,
-and the migration matching the models."""
+"""The store: migrations from empty (SQLite and PostgreSQL), refusal of newer or
+foreign databases, WAL, the migrations matching the models, PostgreSQL URLs,
+schema creation by processes racing to open one new store, passwords kept out of
+messages, ``create=False`` and read-only SQLite stores."""
 
 from __future__ import annotations
 
+import hashlib
+import json
+import os
+import pwd
+import select
+import shutil
+import signal
 import sqlite3
+import subprocess
+import sys
+import tempfile
+import threading
+import traceback
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
-from sqlalchemy import create_engine, inspect
+from sqlalchemy import create_engine, inspect, text
+from sqlalchemy.exc import OperationalError
 
 from db.models import Base
-from db.store import NewerDatabaseError, Store, StoreError, head_revision
-from tests.conftest import survey_cli
+from db.store import NewerDatabaseError, NoStoreError, Store, StoreError, head_revision, mask_url
+from survey import docs_table, queries
+from tests.conftest import report_bytes, survey_cli
+from tests.pgserver import PgServer
 
 ROOT = Path(__file__).resolve().parents[1]
+TABLES = {"candidates", "environments", "runs", "reports", "mode_results", "library_results", "capture_results",
+          "meta", "alembic_version"}
 
 
-def test_migration_from_an_empty_database(tmp_path: Path) -> None:
-    url = f"sqlite:///{tmp_path / 'new.db'}"
-    store = Store(url)
-    tables = set(inspect(store.engine).get_table_names())
-    assert {"candidates", "environments", "runs", "reports", "mode_results", "library_results",
-            "capture_results", "meta", "alembic_version"} <= tables
+@pytest.fixture(params=["sqlite", "postgresql"])
+def empty_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
+    """A database with nothing in it: a SQLite file not yet made, or a new PostgreSQL database."""
+    if request.param == "sqlite":
+        yield f"sqlite:///{tmp_path / 'new.db'}"
+        return
+    server: PgServer = request.getfixturevalue("pg_server")
+    name = server.new_database(migrated=False)
+    yield server.url(name)
+    server.drop_database(name)
+
+
+def execute(url: str, *sql: str) -> list[Any]:
+    """Run statements on a plain engine of our own (not the store's); the last one's rows."""
+    engine = create_engine(url)
+    try:
+        with engine.begin() as conn:
+            result = None
+            for stmt in sql:
+                result = conn.execute(text(stmt))
+            return list(result) if result is not None and result.returns_rows else []
+    finally:
+        engine.dispose()
+
+
+def table_names(url: str) -> set[str]:
+    engine = create_engine(url)
+    try:
+        return set(inspect(engine).get_table_names())
+    finally:
+        engine.dispose()
+
+
+# --------------------------------------------------------------------------- migrations
+def test_migration_from_an_empty_database(empty_url: str, tmp_path: Path) -> None:
+    store = Store(empty_url)
+    assert TABLES <= set(inspect(store.engine).get_table_names())
     assert store.revision == head_revision()
-    with sqlite3.connect(tmp_path / "new.db") as c:
-        assert c.execute("pragma journal_mode").fetchone()[0] == "wal"
     store.close()
+    if empty_url.startswith("sqlite"):
+        with sqlite3.connect(tmp_path / "new.db") as c:
+            assert c.execute("pragma journal_mode").fetchone()[0] == "wal"
     # opening again is a no-op
-    assert Store(url).revision == head_revision()
+    again = Store(empty_url)
+    assert again.revision == head_revision()
+    assert execute(empty_url, "SELECT version_num FROM alembic_version") == [(head_revision(),)]
+    again.close()
 
 
-def test_migrations_match_the_models(tmp_path: Path) -> None:
-    store = Store(f"sqlite:///{tmp_path / 'm.db'}")
+def test_migrations_match_the_models(store: Store) -> None:
     with store.engine.connect() as conn:
         diff = compare_metadata(MigrationContext.configure(conn), Base.metadata)
     assert diff == []
 
 
-def test_newer_database_is_refused_with_a_clear_message(tmp_path: Path) -> None:
-    path = tmp_path / "newer.db"
-    Store(f"sqlite:///{path}").close()
-    with sqlite3.connect(path) as c:
-        c.execute("update alembic_version set version_num = '9999'")
+def test_newer_database_is_refused_with_a_clear_message(empty_url: str) -> None:
+    Store(empty_url).close()
+    execute(empty_url, "UPDATE alembic_version SET version_num = '9999'")
     with pytest.raises(NewerDatabaseError, match="9999.*newer proton-survey"):
-        Store(f"sqlite:///{path}")
-    cli = survey_cli("table", "--db", f"sqlite:///{path}")
+        Store(empty_url)
+    cli = survey_cli("table", "--db", empty_url)
     assert cli.returncode == 65 and "newer proton-survey" in cli.stderr
 
 
-def test_foreign_database_is_not_touched(tmp_path: Path) -> None:
-    path = tmp_path / "other.db"
-    with sqlite3.connect(path) as c:
-        c.execute("create table precious (x)")
-        c.execute("insert into precious values (1)")
+def test_foreign_database_is_not_touched(empty_url: str, tmp_path: Path) -> None:
+    execute(empty_url, "CREATE TABLE precious (x INTEGER)", "INSERT INTO precious VALUES (1)")
+    before = sha256(tmp_path / "new.db") if empty_url.startswith("sqlite") else None
     with pytest.raises(StoreError, match="refusing to touch it"):
-        Store(f"sqlite:///{path}")
-    with sqlite3.connect(path) as c:
-        assert c.execute("select name from sqlite_master").fetchall() == [("precious",)]
+        Store(empty_url)
+    with pytest.raises(StoreError, match="refusing to touch it"):
+        Store(empty_url, create=False)
+    assert table_names(empty_url) == {"precious"}
+    assert execute(empty_url, "SELECT x FROM precious") == [(1,)]
+    if before is not None:  # not even switched to WAL
+        assert sha256(tmp_path / "new.db") == before
+        with sqlite3.connect(tmp_path / "new.db") as c:
+            assert c.execute("pragma journal_mode").fetchone()[0] == "delete"
 
 
 def test_bad_url_is_a_clear_error() -> None:
@@ -71,4 +128,320 @@ def test_any_sqlalchemy_url(tmp_path: Path) -> None:
     url = f"sqlite+pysqlite:///{tmp_path / 'p.db'}"
     store = Store(url)
     assert "runs" in inspect(create_engine(url)).get_table_names()
+    store.close()
+
+
+# --------------------------------------------------------------------------- PostgreSQL
+def test_a_plain_postgresql_url_uses_psycopg_3(pg_server: PgServer) -> None:
+    name = pg_server.new_database(migrated=False)
+    for scheme in ("postgresql", "postgres"):
+        url = pg_server.url(name, driver=scheme)
+        store = Store(url)  # SQLAlchemy alone would pick psycopg2, which is not installed
+        assert store.engine.dialect.name == "postgresql" and store.engine.dialect.driver == "psycopg"
+        assert store.url == pg_server.url(name) and store.revision == head_revision()
+        store.close()
+    assert TABLES <= table_names(pg_server.url(name))
+    pg_server.drop_database(name)
+
+
+def test_cli_on_postgresql_by_flag_and_by_environment(pg_url: str, tmp_path: Path,
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    plain = pg_url.replace("postgresql+psycopg://", "postgresql://")
+    report = tmp_path / "r.json"
+    report.write_bytes(report_bytes("cpu-triton-3.9.0.json"))
+    r = survey_cli("ingest", str(report), "--candidate", "t39", "--db", plain)
+    assert r.returncode == 0 and "stored as run #1 (candidate t39)" in r.stdout, r
+    monkeypatch.setenv("SURVEY_DB", plain)
+    r = survey_cli("table", "--format", "json", "--all")  # t39 is ad hoc: not a catalog name
+    assert r.returncode == 0, r
+    assert [row["Triton"] for row in json.loads(r.stdout)] == ["3.9.0"]
+    assert execute(pg_url, "SELECT name FROM candidates") == [("t39",)]
+
+
+@pytest.mark.parametrize("how", ["threads", "processes"])
+def test_openers_racing_on_a_new_store_create_its_schema_once(empty_url: str, how: str) -> None:
+    """Four openers start together on one empty database; every one gets a usable
+    store and the schema is made once (no 'table already exists')."""
+    n = 4
+    if how == "threads":
+        gate = threading.Barrier(n)
+        errors: list[str] = []
+
+        def open_it() -> None:
+            gate.wait()
+            try:
+                Store(empty_url).close()
+            except Exception as e:
+                errors.append(repr(e))
+
+        threads = [threading.Thread(target=open_it) for _ in range(n)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(60)
+        assert errors == []
+    else:
+        code = ("import sys; from db.store import Store; print('ready', flush=True); sys.stdin.readline(); "
+                "s = Store(sys.argv[1]); print(s.revision); s.close()")
+        procs = [subprocess.Popen([sys.executable, "-c", code, empty_url], cwd=ROOT, stdin=subprocess.PIPE,
+                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for _ in range(n)]
+        for p in procs:  # every one has imported everything; release them at once
+            assert p.stdout is not None and p.stdout.readline() == "ready\n"
+        for p in procs:
+            assert p.stdin is not None
+            p.stdin.write("go\n")
+            p.stdin.flush()
+        results = [p.communicate(timeout=120) for p in procs]
+        assert [(p.returncode, out.strip()) for p, (out, _err) in zip(procs, results, strict=True)] == \
+            [(0, head_revision())] * n, [err[-800:] for _out, err in results]
+    assert execute(empty_url, "SELECT version_num FROM alembic_version") == [(head_revision(),)]
+    assert TABLES <= table_names(empty_url)
+
+
+# --------------------------------------------------------------------------- passwords
+SECRET = "s3cr:t/p@ss"
+QUOTED = "s3cr%3At%2Fp%40ss"
+
+
+def test_mask_url_hides_the_password() -> None:
+    assert mask_url(f"postgresql+psycopg://survey:{QUOTED}@db.example:5432/evidence") == \
+        "postgresql+psycopg://survey:***@db.example:5432/evidence"
+    assert mask_url("postgresql://survey@db/evidence?password=hunter2&sslmode=require") == \
+        "postgresql://survey@db/evidence?password=***&sslmode=require"
+    # unparsable (the port is not a number): masked all the same
+    assert mask_url("postgresql://survey:hunter2@db:port/evidence") == "postgresql://survey:***@db:port/evidence"
+    # nothing to hide: shown exactly as given
+    assert mask_url("sqlite:////var/lib/s.db") == "sqlite:////var/lib/s.db"
+    assert mask_url("sqlite:///file:/x/s.db?mode=ro&uri=true") == "sqlite:///file:/x/s.db?mode=ro&uri=true"
+
+
+@pytest.mark.parametrize("url", [
+    f"nosuchdialect://survey:{QUOTED}@host/db",
+    "postgresql://survey:hunter2@host:port/db",
+    f"postgresql://survey:{QUOTED}@127.0.0.1:1/db",  # nothing listens on port 1
+])
+def test_no_message_shows_a_password(url: str) -> None:
+    with pytest.raises(StoreError) as e:
+        Store(url)
+    message = str(e.value)
+    assert "***" in message
+    for secret in ("hunter2", SECRET, QUOTED, "s3cr"):
+        assert secret not in message
+    cli = survey_cli("table", "--db", url)
+    assert cli.returncode == 65 and "***" in cli.stderr
+    assert "hunter2" not in cli.stderr + cli.stdout and "s3cr" not in cli.stderr + cli.stdout
+
+
+def test_a_real_server_refusing_the_database_does_not_see_the_password_printed(pg_server: PgServer) -> None:
+    url = f"postgresql://{pg_server.user}:{QUOTED}@127.0.0.1:{pg_server.port}/no_such_database"
+    with pytest.raises(StoreError, match='database "no_such_database" does not exist') as e:
+        Store(url)
+    assert "s3cr" not in str(e.value) and "***" in str(e.value)
+
+
+def test_store_repr_hides_the_password(pg_server: PgServer) -> None:
+    name = pg_server.new_database()
+    store = Store(f"postgresql://{pg_server.user}:{QUOTED}@127.0.0.1:{pg_server.port}/{name}")  # trust auth
+    assert repr(store) == f"Store('postgresql+psycopg://{pg_server.user}:***@127.0.0.1:{pg_server.port}/{name}', " \
+                          f"revision='{head_revision()}')"
+    store.close()
+    pg_server.drop_database(name)
+
+
+# --------------------------------------------------------------------------- create=False
+MISSING = "(run `survey run` first, or point --db at an existing store)"
+
+
+def test_no_store_is_created_by_a_reader(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    path = tmp_path / "not" / "yet" / "survey.db"
+    for url, shown in ((f"sqlite:///{path}", path), (f"sqlite:///file:{path}?mode=ro&uri=true", path),
+                       ("sqlite:///not/yet/survey.db", Path("not/yet/survey.db"))):
+        with pytest.raises(NoStoreError) as e:
+            Store(url, create=False)
+        assert str(e.value) == f"no proton-survey store at {shown} {MISSING}"
+    assert sorted(p.name for p in tmp_path.iterdir()) == []  # no file, no directory, no "file:" directory
+    cli = survey_cli("table", "--db", f"sqlite:///{path}")
+    assert (cli.returncode, cli.stderr.strip()) == (65, f"error: no proton-survey store at {path} {MISSING}")
+    assert not (tmp_path / "not").exists()
+
+
+def test_an_empty_database_is_no_store_to_a_reader(empty_url: str, tmp_path: Path) -> None:
+    if empty_url.startswith("sqlite"):
+        (tmp_path / "new.db").touch()
+    with pytest.raises(NoStoreError, match=r"no proton-survey store at .* \(run `survey run` first"):
+        Store(empty_url, create=False)
+    assert table_names(empty_url) == set()
+    if empty_url.startswith("sqlite"):
+        assert (tmp_path / "new.db").stat().st_size == 0
+
+
+def test_a_reader_opens_an_existing_store(store_url: str) -> None:
+    writer = Store(store_url)
+    with writer.session() as s:
+        from survey.ingest import ingest
+
+        ingest(s, report_bytes("cpu-triton-3.8.0.json"), candidate="t38")
+    writer.close()
+    reader = Store(store_url, create=False)
+    with reader.session() as s:
+        assert [c.name for c in queries.candidates(s)] == ["t38"]
+    assert not reader.read_only
+    reader.close()
+
+
+# --------------------------------------------------------------------------- read-only SQLite
+def filled_sqlite(path: Path) -> list[dict[str, Any]]:
+    """A SQLite store holding two real reports, cleanly closed (no -wal/-shm left);
+    returns its table rows as read by its writer."""
+    from survey.ingest import ingest
+
+    store = Store(f"sqlite:///{path}")
+    for v in ("3.8.0", "3.9.0"):
+        with store.session() as s:
+            ingest(s, report_bytes(f"cpu-triton-{v}.json"), candidate=f"triton-{v}", scope="catalog")
+    rows = read_rows(store)
+    store.close()
+    assert sorted(p.name for p in path.parent.iterdir()) == [path.name]
+    return rows
+
+
+def read_rows(store: Store) -> list[dict[str, Any]]:
+    with store.session() as s:
+        return [dict(r) for r in docs_table.table_rows(s, "all")]
+
+
+def sha256(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def test_a_read_only_uri_is_honoured_even_as_root(tmp_path: Path) -> None:
+    path = tmp_path / "s.db"
+    want = filled_sqlite(path)
+    before = sha256(path)
+    store = Store(f"sqlite:///file:{path}?mode=ro&uri=true", create=False)
+    assert store.read_only and read_rows(store) == want
+    with store.session() as s, pytest.raises(OperationalError, match="readonly database"):
+        s.execute(text("DELETE FROM meta"))
+    store.close()
+    assert sha256(path) == before
+
+
+def unprivileged(fn: Callable[[], Any], timeout: float = 60) -> Any:
+    """``fn()`` in a forked child that may not write what root owns: as root the child
+    becomes ``nobody`` (root ignores file modes, so a 0444 file would prove nothing).
+    Returns fn's result (JSON), or raises with the child's traceback."""
+    nobody = pwd.getpwnam("nobody") if os.geteuid() == 0 else None
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # child
+        try:
+            os.close(r)
+            if nobody is not None:
+                os.setgroups([])
+                os.setgid(nobody.pw_gid)
+                os.setuid(nobody.pw_uid)
+            payload = {"ok": fn()}
+        except BaseException:
+            payload = {"error": traceback.format_exc()}
+        with os.fdopen(w, "w") as f:
+            json.dump(payload, f, default=str)
+        os._exit(0)
+    os.close(w)
+    with os.fdopen(r) as f:
+        ready, _, _ = select.select([f], [], [], timeout)
+        if not ready:
+            os.kill(pid, signal.SIGKILL)
+            os.waitpid(pid, 0)
+            raise AssertionError(f"the unprivileged reader did not answer in {timeout} s")
+        data = f.read()
+    os.waitpid(pid, 0)
+    payload = json.loads(data)
+    if "error" in payload:
+        raise AssertionError("in the unprivileged reader:\n" + payload["error"])
+    return payload["ok"]
+
+
+@pytest.fixture
+def shared_dir() -> Iterator[Path]:
+    """A directory the unprivileged child can reach (pytest's tmp_path is root's 0700)."""
+    d = Path(tempfile.mkdtemp(prefix="proton-survey-ro-"))
+    os.chmod(d, 0o755)
+    yield d
+    for p in [d, *d.rglob("*")]:
+        if p.is_dir():
+            os.chmod(p, 0o755)
+    shutil.rmtree(d)
+
+
+def read_as_unprivileged(url: str) -> dict[str, Any]:
+    def read() -> dict[str, Any]:
+        store = Store(url, create=False)
+        out = {"rows": read_rows(store), "read_only": store.read_only, "url": str(store.engine.url)}
+        store.close()
+        return out
+
+    return unprivileged(read)
+
+
+def test_a_0444_store_in_a_directory_the_reader_cannot_write(shared_dir: Path) -> None:
+    """No -shm exists and none can be made: SQLite reads it only as immutable."""
+    d = shared_dir / "ro"
+    d.mkdir()
+    want = filled_sqlite(d / "s.db")
+    os.chmod(d / "s.db", 0o444)
+    os.chmod(d, 0o555)
+    before = sha256(d / "s.db")
+    got = read_as_unprivileged(f"sqlite:///{d / 's.db'}")
+    assert got["rows"] == want and got["read_only"]
+    assert "immutable=1" in got["url"]
+    assert sorted(p.name for p in d.iterdir()) == ["s.db"] and sha256(d / "s.db") == before
+    # the read commands too, in the same conditions
+    cli = unprivileged(lambda: vars(survey_cli("table", "--format", "json", "--db", f"sqlite:///{d / 's.db'}")))
+    assert cli["returncode"] == 0, cli
+    assert [row["Triton"] for row in json.loads(cli["stdout"])] == ["3.8.0", "3.9.0"]
+
+
+def test_a_read_only_directory_while_a_writer_is_attached(shared_dir: Path) -> None:
+    """The writer's -shm exists: the reader goes through it (mode=ro) and sees the
+    writer's latest commit, which an immutable open would not."""
+    from survey.ingest import ingest
+
+    d = shared_dir / "live"
+    d.mkdir()
+    filled_sqlite(d / "s.db")
+    writer = Store(f"sqlite:///{d / 's.db'}")
+    with writer.session() as s:
+        ingest(s, report_bytes("cpu-triton-3.7.1.json"), candidate="triton-3.7.1")  # in the WAL, not yet the file
+    assert (d / "s.db-shm").exists() and (d / "s.db-wal").stat().st_size > 0
+    want = read_rows(writer)
+    os.chmod(d / "s.db", 0o444)
+    os.chmod(d, 0o555)
+    try:
+        got = read_as_unprivileged(f"sqlite:///{d / 's.db'}")
+    finally:
+        writer.close()
+    assert got["rows"] == want and got["read_only"]
+    assert "mode=ro" in got["url"] and "immutable" not in got["url"]
+    assert [row["Source"] for row in got["rows"]] == ["triton-3.8.0", "triton-3.9.0", "triton-3.7.1"]
+
+
+def test_a_0444_store_in_a_writable_directory(shared_dir: Path) -> None:
+    d = shared_dir / "mine"
+    d.mkdir()
+    want = filled_sqlite(d / "s.db")
+    os.chmod(d / "s.db", 0o444)
+    if os.geteuid() == 0:
+        os.chown(d, pwd.getpwnam("nobody").pw_uid, -1)
+    before = sha256(d / "s.db")
+    got = read_as_unprivileged(f"sqlite:///{d / 's.db'}")
+    assert got["rows"] == want and got["read_only"] and "mode=ro" in got["url"]
+    assert sha256(d / "s.db") == before
+
+
+def test_a_writable_store_is_opened_for_writing_by_a_reader(tmp_path: Path) -> None:
+    # create=False changes what happens to a missing store, not to one we may write
+    filled_sqlite(tmp_path / "s.db")
+    store = Store(f"sqlite:///{tmp_path / 's.db'}", create=False)
+    assert not store.read_only and str(store.engine.url) == f"sqlite:///{tmp_path / 's.db'}"
     store.close()
