@@ -36,6 +36,10 @@ class RecipeError(InputError):
     pass
 
 
+class EnvironmentsError(InputError):
+    """An aorta environments sidecar or plugin payload that aorta would refuse."""
+
+
 class UnknownTarget(InputError):
     pass
 
