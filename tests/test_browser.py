@@ -69,17 +69,17 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
     for pos, v in enumerate(VERSIONS):
         with store.session() as s:
             ingest(s, report_bytes(f"cpu-triton-{v}.json"), candidate=f"triton-{v}", label=f"Triton {v}",
-                   kind="pip", spec={"pip": f"triton=={v}"}, position=pos)
+                   kind="pip", spec={"pip": f"triton=={v}"}, position=pos, scope="catalog")
     with store.session() as s:
         ingest(s, report_bytes("h200-triton-3.6.0.json"), candidate=H200, label="Triton 3.6.0 on an H200",
-               kind="python", position=4)
+               kind="python", position=4, scope="catalog")
     raw = probe_the_double(root / "double")
     assert PAYLOAD.encode() in raw
     with store.session() as s:
         ingest(s, raw, candidate=DOUBLE, label="fake triton (environment double)", kind="python", position=5,
-               source="probe")
+               source="probe", scope="catalog")
     out = survey_one(store, MISSING, "/nonexistent/bin/python3", "python", None, 6,
-                     PythonLauncher("/nonexistent/bin/python3"), ProbeSettings())
+                     PythonLauncher("/nonexistent/bin/python3"), ProbeSettings(), scope="catalog")
     assert out.status == "unobtainable"
     with store.session() as s:
         ids = {c.name: r.id for c in queries.candidates(s) if (r := queries.latest_complete(s, c.id))}
