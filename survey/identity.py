@@ -147,8 +147,9 @@ def identity_of_resolved(kind: str, resolved: dict[str, Any]) -> dict[str, Any]:
                 "installed": [{"name": i.get("name"), "version": i.get("version"), "sha256": i.get("sha256")}
                               for i in resolved.get("installed", [])]}
     if kind == "image":
+        # The digest decides; the distributions (fixed by it) are kept so a diff can say what changed.
         return {"kind": "image", "digest": resolved.get("digest"), "image_id": resolved.get("image_id"),
-                "python": resolved.get("python")}
+                "python": resolved.get("python"), "distributions": resolved.get("distributions", [])}
     raise ValueError(f"unknown launcher kind {kind!r}")
 
 
