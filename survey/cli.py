@@ -5,24 +5,31 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
-from typing import Annotated, Any, Optional
+from typing import TYPE_CHECKING, Annotated, Any, Optional
 
 import typer
 from rich.console import Console
 from rich.markup import escape
-from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
-from rich.table import Table
 
 try:  # Typer >= 0.20 vendors click
     from typer._click.exceptions import UsageError
 except ImportError:  # pragma: no cover
     from click.exceptions import UsageError  # type: ignore[assignment]
 
-from db.store import NewerDatabaseError, Store, StoreError
-from survey import catalog as catalog_mod
-from survey import docs_table, exitcodes, probe_run, queries
-from survey import table as table_mod
+from survey import exitcodes
 from survey.errors import InputError, StoreUnusable, SurveyError, UnknownTarget
+from survey.lazy import lazy
+
+if TYPE_CHECKING:
+    from db.store import Store
+
+# Loaded on first use: `survey --help` must not import pandas, SQLAlchemy or Alembic.
+catalog_mod = lazy("survey.catalog")
+docs_table = lazy("survey.docs_table")
+probe_run = lazy("survey.probe_run")
+queries = lazy("survey.queries")
+table_mod = lazy("survey.table")
+store_mod = lazy("db.store")
 
 app = typer.Typer(
     add_completion=False,
@@ -45,10 +52,8 @@ def open_store(db: str | None, *, create: bool = True) -> Store:
     """The store at ``db``; commands that only read it pass ``create=False``, so a
     mistyped --db is an error instead of a new, empty store."""
     try:
-        return Store(db, create=create)
-    except NewerDatabaseError as e:
-        raise StoreUnusable(str(e))
-    except StoreError as e:
+        return store_mod.Store(db, create=create)
+    except store_mod.StoreError as e:  # NewerDatabaseError, NoStoreError, ...
         raise StoreUnusable(str(e))
 
 
@@ -60,13 +65,17 @@ def run(
     only: Annotated[Optional[list[str]], typer.Option("--only", help="survey only these candidates")] = None,
     jobs: Annotated[int, typer.Option(help="candidates obtained and probed at once")] = 2,
     force: Annotated[bool, typer.Option(help="probe again even when nothing changed")] = False,
+    retry_unobtainable: Annotated[bool, typer.Option(
+        help="try unobtainable candidates again now (default: after 6 hours)")] = False,
     timeout: TimeoutOpt = 60.0,
     engine: Annotated[Optional[str], typer.Option(help="container engine: podman or docker (default: detect)")] = None,
     pull: Annotated[str, typer.Option(help="image pull policy: never, missing, always")] = "missing",
     table: Annotated[bool, typer.Option(help="print the Availability table at the end")] = True,
 ) -> None:
     """Survey every candidate of the catalog and store the evidence."""
-    from survey.survey_run import Outcome, ProbeSettings, run_survey
+    from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+
+    from survey.survey_run import RETRY_AFTER_S, Outcome, ProbeSettings, run_survey
 
     cat = catalog_mod.load(catalog)
     entries = list(enumerate(cat.candidate))
@@ -76,7 +85,7 @@ def run(
             raise InputError(f"not in the catalog: {', '.join(unknown)}", hint=f"known: {', '.join(cat.names())}")
         entries = [(i, e) for i, e in entries if e.name in only]
     store = open_store(db)
-    settings = ProbeSettings(timeout=timeout, force=force)
+    settings = ProbeSettings(timeout=timeout, force=force, retry_after_s=0.0 if retry_unobtainable else RETRY_AFTER_S)
     colors = {"probed": "green", "unchanged": "cyan", "unobtainable": "yellow", "failed": "red"}
     with Progress(SpinnerColumn(), TextColumn("[bold]{task.fields[name]:<28}"), BarColumn(bar_width=None),
                   TextColumn("{task.description}"), TimeElapsedColumn(), console=err,
@@ -317,6 +326,8 @@ def diff_cmd(
     if output_json:
         sys.stdout.write(json.dumps(d, indent=1) + "\n")
         raise typer.Exit(code)
+    from rich.table import Table
+
     out.print(f"a: run #{d['a']['run_id']} ({d['a']['candidate']}, {d['a']['date']})", markup=False)
     out.print(f"b: run #{d['b']['run_id']} ({d['b']['candidate']}, {d['b']['date']})", markup=False)
     if d["same"]:

@@ -108,7 +108,14 @@ def test_an_unobtainable_candidate_retried_is_a_retry_not_a_new_run(tmp_path: Pa
     store = Store(db)
     with store.session() as s:
         version = s.scalar(select(m.Meta.value).where(m.Meta.key == "matrix_version"))
-    assert survey_cli("run", "--catalog", str(catalog), "--db", db, "--no-table").returncode == 0
+    # within the back-off it is not tried again at all (no network wait) ...
+    r = survey_cli("run", "--catalog", str(catalog), "--db", db, "--no-table")
+    assert r.returncode == 0 and "not retried" in r.stderr
+    with store.session() as s:
+        assert [run.tries for run in s.scalars(select(m.Run))] == [1]
+    # ... and tried again when asked: the same failure is a retry of the last one
+    assert survey_cli("run", "--catalog", str(catalog), "--db", db, "--no-table",
+                      "--retry-unobtainable").returncode == 0
     with store.session() as s:
         runs = list(s.scalars(select(m.Run)))
         assert len(runs) == 1 and runs[0].tries == 2 and runs[0].last_tried_at > runs[0].finished_at
