@@ -88,6 +88,13 @@ def test_migration_from_an_empty_database(empty_url: str, tmp_path: Path) -> Non
     again.close()
 
 
+def test_head_revision_constant_is_alembics_head() -> None:
+    """db.store opens a store at HEAD_REVISION without importing Alembic: it must be the head."""
+    from db.store import HEAD_REVISION
+
+    assert HEAD_REVISION == head_revision()
+
+
 def test_migrations_match_the_models(store: Store) -> None:
     with store.engine.connect() as conn:
         diff = compare_metadata(MigrationContext.configure(conn), Base.metadata)
