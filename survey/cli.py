@@ -363,6 +363,23 @@ def serve(
 
 
 @app.command()
+def publish(
+    directory: Annotated[Path, typer.Argument(help="where to write the site (replaced whole)")],
+    db: DbOpt = None,
+) -> None:
+    """Write the matrix, candidates and runs as static files any static host can serve."""
+    from api.publish import publish as publish_site
+
+    store = open_store(db, create=False)
+    try:
+        res = publish_site(store, directory)
+    except OSError as e:
+        raise InputError(f"{directory}: cannot write the site there: {e.strerror or e}")
+    err.print(f"{directory}: {res.pages} files, {res.bytes / 1e6:.1f} MB"
+              + (f"; not published: {', '.join(res.skipped[:5])}" if res.skipped else ""), markup=False)
+
+
+@app.command()
 def schema(
     write: Annotated[Optional[Path], typer.Option(help="write the schema here instead of stdout")] = None,
 ) -> None:
