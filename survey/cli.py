@@ -17,7 +17,7 @@ except ImportError:  # pragma: no cover
     from click.exceptions import UsageError  # type: ignore[assignment]
 
 from survey import exitcodes
-from survey.errors import InputError, StoreUnusable, SurveyError, UnknownTarget
+from survey.errors import InputError, StoreUnusable, SurveyError, UnknownTarget, choose
 from survey.lazy import lazy
 
 if TYPE_CHECKING:
@@ -227,8 +227,7 @@ def table_cmd(
     db: DbOpt = None,
 ) -> None:
     """The Availability table (catalog candidates), generated from the evidence."""
-    if fmt not in table_mod.FORMATS:
-        raise InputError(f"unknown format {fmt!r}; one of {', '.join(table_mod.FORMATS)}")
+    choose(fmt, table_mod.FORMATS, "format")
     if (check or write) and fmt != "md":
         raise InputError("--check and --write work on the Markdown table (--format md)")
     with open_store(db, create=False).session() as s:
@@ -281,8 +280,10 @@ def check_cmd(
         raise InputError("--backend (or --recipe) is required")
     from probes import outcomes as O
 
-    if backend not in O.BACKENDS:
-        raise InputError(f"unknown backend {backend!r}; one of {', '.join(O.BACKENDS)}")
+    choose(backend, O.BACKENDS, "backend")
+    if mode is not None:
+        modes = (queries.NO_MODE, *(x for x in O.COMMON_MODES if x), *O.INSTRUMENTATION_MODES)
+        choose(mode.split(":", 1)[0], modes, "mode")
     store = open_store(db)
     result = check_mod.check_target(store, target, backend, queries.mode_from_label(mode),
                                     catalog_path=catalog, timeout=timeout, engine=engine, pull=pull,
@@ -291,7 +292,7 @@ def check_cmd(
         sys.stdout.write(json.dumps(result.as_dict(), indent=1) + "\n")
     else:
         color = {0: "green", 2: "red", 3: "yellow"}.get(result.exit_code, "white")
-        words = {0: "will run", 2: "cannot run it", 3: "not enough evidence"}[result.exit_code]
+        words = {0: "will run", 2: "cannot run it", 3: "not enough evidence"}.get(result.exit_code, "cannot tell here")
         out.print(f"[bold {color}]{words}[/]: {escape(target)} with backend={backend} "
                   f"mode={escape(queries.mode_label(mode))}" + (f" ({result.cause})" if result.cause else ""))
         out.print(f"  reason: {result.reason}", markup=False)

@@ -128,7 +128,11 @@ def test_cli_exit_codes_and_usage(gpu_store) -> None:
     assert any(f"{unit} old" in r.stdout for unit in ("seconds", "minute", "minutes", "hour", "hours", "days"))
     assert run("triton-3.7.1", "--backend", "rocprofiler").returncode == 2
     assert run("triton-3.8.0", "--backend", "cupti").returncode == 3
-    assert run("triton-3.8.0", "--backend", "bogus").returncode == exitcodes.INPUT
+    bogus = run("triton-3.8.0", "--backend", "rocprofilr")
+    assert bogus.returncode == exitcodes.USAGE and "did you mean 'rocprofiler'?" in bogus.stderr
+    typo = run("triton-3.8.0", "--backend", "rocprofiler", "--mode", "pcsamplng")
+    assert typo.returncode == exitcodes.USAGE and "did you mean 'pcsampling'?" in typo.stderr
+    assert run("triton-3.8.0", "--backend", "cupti", "--mode", "pcsampling:interval=100").returncode != 64
     assert run("triton-3.8.0").returncode == exitcodes.INPUT
     assert run("--no-such-option").returncode == exitcodes.USAGE
 
