@@ -85,9 +85,10 @@ def test_check_answers_three_questions_and_never_contradicts_them(filled_store: 
 # 4 ------------------------------------------------------------------------------------------------
 def test_error_text_is_normalised() -> None:
     a = ("pip failed: <urllib3.connection.HTTPSConnection object at 0x7f3a9c2b1d90>: Failed to establish a new "
-         "connection: [Errno 111] Connection refused (10.1.2.3:443) pid 4242 /tmp/pip-req-build-abc123/x")
+         "connection: [Errno 111] Connection refused (10.1.2.3:443) pid 4242 /tmp/pip-req-build-abc123/x "
+         "HTTPConnectionPool(host='127.0.0.1', port=9)")
     b = a.replace("0x7f3a9c2b1d90", "0x7f00deadbeef").replace("10.1.2.3", "192.168.7.9").replace("4242", "77") \
-        .replace("abc123", "zz9")
+        .replace("abc123", "zz9").replace("port=9", "port=19")
     assert errortext.normalise(a) == errortext.normalise(b) != a
     assert errortext.cause(a, {"index_url": "https://download.pytorch.org/whl/nightly/rocm7.0"}) == \
         "the PyTorch package index (download.pytorch.org) cannot be reached from this host"
