@@ -65,9 +65,9 @@ def run(
     pull: Annotated[str, typer.Option(help="image pull policy: never, missing, always")] = "missing",
     table: Annotated[bool, typer.Option(help="print the Availability table at the end")] = True,
     aorta_environments: Annotated[Optional[list[Path]], typer.Option(
-        "--aorta-environments", help="survey aorta's environments (venvs, images) with this sidecar file's "
-                                     "added, as candidates aorta:NAME (repeatable; the catalog only with "
-                                     "--catalog)")] = None,
+        "--aorta-environments", metavar="FILE",
+        help="survey aorta's environments (venvs, images) with this sidecar file's added, as candidates "
+             "aorta:NAME (repeatable; the catalog only with --catalog)")] = None,
     aorta_registry: Annotated[bool, typer.Option(
         "--aorta-registry", help="survey aorta's environments (built-ins and entry points) without a sidecar "
                                  "file")] = False,
@@ -127,7 +127,8 @@ def run(
     counts: dict[str, int] = {}
     for o in outcomes:
         counts[o.status] = counts.get(o.status, 0) + 1
-    err.print("survey: " + ", ".join(f"{n} {k}" for k, n in sorted(counts.items())) + f"  (store: {store.url})")
+    err.print("survey: " + (", ".join(f"{n} {k}" for k, n in sorted(counts.items())) or "nothing to survey")
+              + f"  (store: {store.url})")
     if table:
         with store.session() as s:
             rows = docs_table.table_rows(s, "all" if aorta else "catalog")
@@ -281,11 +282,11 @@ def check_cmd(
     recipe: Annotated[Optional[Path], typer.Option(
         help="an aorta recipe: every cell is answered, with its own proton configuration")] = None,
     aorta_environment: Annotated[Optional[str], typer.Option(
-        "--aorta-environment", help="check in this environment of aorta's registry (instead of TARGET), "
-                                    "with its env baseline")] = None,
+        "--aorta-environment", metavar="NAME",
+        help="check in this environment of aorta's registry (instead of TARGET), with its env baseline")] = None,
     aorta_environments: Annotated[Optional[list[Path]], typer.Option(
-        "--aorta-environments", help="an aorta sidecar file declaring environments (as `aorta ... --file`); "
-                                     "repeatable")] = None,
+        "--aorta-environments", metavar="FILE",
+        help="an aorta sidecar file declaring environments (as `aorta ... --file`); repeatable")] = None,
     catalog: Annotated[Optional[Path], typer.Option(help="catalog used when TARGET must be probed first")] = None,
     timeout: TimeoutOpt = 60.0,
     output_json: Annotated[bool, typer.Option("--json", help="print the verdict as JSON (a list with --recipe)")]
@@ -311,11 +312,11 @@ def check_cmd(
         from survey import recipe_check
 
         store = open_store(db)
-        _recipe, cells = recipe_check.check_recipe(
+        read, cells = recipe_check.check_recipe(
             store, recipe, target=target, aorta_environment=aorta_environment,
             environment_files=aorta_environments, catalog=catalog, timeout=timeout, engine=engine, pull=pull,
             platform=platform, say=lambda m: err.print(m, markup=False))
-        refused = _recipe.aorta_030_refuses
+        refused = read.aorta_030_refuses
         if refused:
             err.print(f"note: amd-aorta 0.3.0 would refuse this recipe: {refused}", markup=False)
         if output_json:

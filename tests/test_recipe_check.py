@@ -329,6 +329,32 @@ def test_survey_run_takes_aorta_environments_as_candidates(store: Store, tmp_pat
     assert bad.returncode == exitcodes.INPUT and "not among aorta's environments: triton-3.8.0" in bad.stderr
 
 
+def test_survey_run_reads_aorta_s_registry(store: Store, tmp_path: Path, monkeypatch) -> None:
+    """--aorta-registry: the entry points of the Python that runs `aorta` (its shebang),
+    no sidecar file."""
+    from tests.test_aorta import plugin_dist
+
+    fake = fake_triton(tmp_path / "fake", {"instrumentation": "ok"}, registry=["instrumentation"])
+    venv = str(Path(sys.executable).parent.parent)
+    site = plugin_dist(tmp_path / "site", {"OURS": repr({"venv": venv, "env": {"PYTHONPATH": str(fake)}})})
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "aorta").write_text(f"#!{sys.executable}\n")
+    (bin_dir / "aorta").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}:/usr/bin:/bin")
+    monkeypatch.setenv("PYTHONPATH", str(site))
+    cli = survey_cli("run", "--aorta-registry", "--db", store.url, "--timeout", "10")
+    assert cli.returncode == 0 and "survey: 1 probed" in cli.stderr, cli
+    assert "aorta:default: skipped" in cli.stderr
+    assert "aorta ours: venv" in cli.stdout  # the table shows ad-hoc evidence when aorta's environments were surveyed
+    with store.session() as s:
+        cand = queries.get_candidate(s, "aorta:ours")
+        assert cand.spec["source"] == "plugin:acme-envs" and cand.spec["env"] == {"PYTHONPATH": str(fake)}
+    monkeypatch.setenv("PATH", "/usr/bin:/bin")  # no aorta: the built-ins only, none launchable
+    cli = survey_cli("run", "--aorta-registry", "--db", store.url, "--no-table")
+    assert cli.returncode == 0 and "survey: nothing to survey" in cli.stderr, cli
+
+
 # =========================================================================== integration: real Triton venvs
 @pytest.fixture(scope="module")
 def int_store(tmp_path_factory) -> Store:
