@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from db.store import Store
@@ -46,7 +46,6 @@ class AortaTarget:
     env: AortaEnvironment
     engine: str | None = None
     pull: str = "missing"
-    spec: dict[str, Any] = field(default_factory=dict)
 
     @property
     def name(self) -> str:
