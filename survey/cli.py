@@ -71,26 +71,50 @@ def run(
     engine: Annotated[Optional[str], typer.Option(help="container engine: podman or docker (default: detect)")] = None,
     pull: Annotated[str, typer.Option(help="image pull policy: never, missing, always")] = "missing",
     table: Annotated[bool, typer.Option(help="print the Availability table at the end")] = True,
+    aorta_environments: Annotated[Optional[list[Path]], typer.Option(
+        "--aorta-environments", metavar="FILE",
+        help="survey aorta's environments (venvs, images) with this sidecar file's added, as candidates "
+             "aorta:NAME (repeatable; the catalog only with --catalog)")] = None,
+    aorta_registry: Annotated[bool, typer.Option(
+        "--aorta-registry", help="survey aorta's environments (built-ins and entry points) without a sidecar "
+                                 "file")] = False,
 ) -> None:
-    """Survey every candidate of the catalog and store the evidence."""
+    """Survey every candidate of the catalog (or aorta's environments) and store the evidence."""
     from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
     from survey.survey_run import RETRY_AFTER_S, Outcome, ProbeSettings, run_survey
 
+    with_aorta = bool(aorta_environments) or aorta_registry
     cat = catalog_mod.load(catalog)
-    entries = list(enumerate(cat.candidate))
+    entries = list(enumerate(cat.candidate)) if catalog is not None or not with_aorta else []
+    aorta: list[Any] = []
+    if with_aorta:
+        from survey.aorta_envs import load_environments
+        from survey.aorta_targets import AortaTarget
+
+        aorta = [AortaTarget(env, engine=engine, pull=pull) for env in load_environments(aorta_environments or None)
+                 .values()]
     if only:
-        unknown = sorted(set(only) - set(cat.names()))
+        only = [o.removeprefix("aorta:") for o in only] if aorta else only  # catalog names hold no ':'
+        known = [e.name for _, e in entries] + [t.env.name for t in aorta]
+        unknown = sorted(set(only) - set(known))
         if unknown:
-            raise InputError(f"not in the catalog: {', '.join(unknown)}", hint=f"known: {', '.join(cat.names())}")
+            what = "in the catalog" if not aorta else "among the catalog's or aorta's environments" if entries \
+                else "among aorta's environments"
+            raise InputError(f"not {what}: {', '.join(unknown)}", hint=f"known: {', '.join(known)}")
         entries = [(i, e) for i, e in entries if e.name in only]
+        aorta = [t for t in aorta if t.env.name in only]
+    for t in [t for t in aorta if t.unusable is not None]:
+        err.print(f"{t.name}: skipped ({t.unusable})", markup=False, highlight=False)
+    aorta = [t for t in aorta if t.unusable is None]
     store = open_store(db)
     settings = ProbeSettings(timeout=timeout, force=force, retry_after_s=0.0 if retry_unobtainable else RETRY_AFTER_S)
     colors = {"probed": "green", "unchanged": "cyan", "unobtainable": "yellow", "failed": "red"}
     with Progress(SpinnerColumn(), TextColumn("[bold]{task.fields[name]:<28}"), BarColumn(bar_width=None),
                   TextColumn("{task.description}"), TimeElapsedColumn(), console=err,
                   transient=False) as progress:
-        tasks = {e.name: progress.add_task("waiting", total=1, name=e.name) for _, e in entries}
+        names = [e.name for _, e in entries] + [t.name for t in aorta]
+        tasks = {n: progress.add_task("waiting", total=1, name=n) for n in names}
 
         def on_update(name: str, msg: str) -> None:
             progress.update(tasks[name], description=msg)
@@ -103,14 +127,20 @@ def run(
                             description=f"[{c}]{o.status}[/]{run_ref} {escape(first[:90])}")
 
         outcomes = run_survey(store, entries, jobs=jobs, settings=settings, engine=engine, pull=pull,
-                              on_update=on_update, on_done=on_done)
+                              on_update=on_update, on_done=on_done) if entries else []
+        if aorta:
+            from survey.aorta_targets import survey_targets
+
+            outcomes += survey_targets(store, aorta, jobs=jobs, settings=settings, on_update=on_update,
+                                       on_done=on_done)
     counts: dict[str, int] = {}
     for o in outcomes:
         counts[o.status] = counts.get(o.status, 0) + 1
-    err.print("survey: " + ", ".join(f"{n} {k}" for k, n in sorted(counts.items())) + f"  (store: {store.url})")
+    err.print("survey: " + (", ".join(f"{n} {k}" for k, n in sorted(counts.items())) or "nothing to survey")
+              + f"  (store: {store.url})")
     if table:
         with store.session() as s:
-            rows = docs_table.table_rows(s)
+            rows = docs_table.table_rows(s, "all" if aorta else "catalog")
         out.print(table_mod.render(table_mod.frame(rows, docs_table.columns(rows)), "md"), markup=False,
                   highlight=False, soft_wrap=True, end="")
 
@@ -252,14 +282,23 @@ def table_cmd(
 # --------------------------------------------------------------------------- check
 @app.command("check")
 def check_cmd(
-    target: Annotated[str, typer.Argument(help="a candidate name, an interpreter path or an image")],
+    target: Annotated[Optional[str], typer.Argument(
+        help="a candidate name, an interpreter path or an image; with --recipe and no TARGET each cell is "
+             "checked in the environment it names")] = None,
     backend: Annotated[Optional[str], typer.Option(help="the Proton backend the run will use")] = None,
     mode: Annotated[Optional[str], typer.Option(help="its mode (default: none)")] = None,
-    recipe: Annotated[Optional[Path], typer.Option(help="an aorta recipe; its proton: block says backend and mode")]
-    = None,
+    recipe: Annotated[Optional[Path], typer.Option(
+        help="an aorta recipe: every cell is answered, with its own proton configuration")] = None,
+    aorta_environment: Annotated[Optional[str], typer.Option(
+        "--aorta-environment", metavar="NAME",
+        help="check in this environment of aorta's registry (instead of TARGET), with its env baseline")] = None,
+    aorta_environments: Annotated[Optional[list[Path]], typer.Option(
+        "--aorta-environments", metavar="FILE",
+        help="an aorta sidecar file declaring environments (as `aorta ... --file`); repeatable")] = None,
     catalog: Annotated[Optional[Path], typer.Option(help="catalog used when TARGET must be probed first")] = None,
     timeout: TimeoutOpt = 60.0,
-    output_json: Annotated[bool, typer.Option("--json", help="print the verdict as JSON")] = False,
+    output_json: Annotated[bool, typer.Option("--json", help="print the verdict as JSON (a list with --recipe)")]
+    = False,
     engine: Annotated[Optional[str], typer.Option(help="container engine when TARGET is an image")] = None,
     pull: Annotated[str, typer.Option(help="image pull policy: never, missing, always")] = "missing",
     platform: Annotated[Optional[str], typer.Option(
@@ -267,17 +306,37 @@ def check_cmd(
              "part of one: sm_90, gfx942) instead of resolving TARGET here")] = None,
     db: DbOpt = None,
 ) -> None:
-    """Will a run with this backend and mode work in TARGET? Exit 0 yes, 2 no, 3 not enough evidence."""
+    """Will a run with this backend and mode (or every cell of an aorta recipe) work in TARGET?
+    Exit 0 yes, 2 no (any cell), 3 not enough evidence."""
     from survey import check as check_mod
-    from survey import recipe as recipe_mod
 
+    if target is not None and aorta_environment is not None:
+        raise InputError("give TARGET or --aorta-environment NAME, not both")
+    if recipe is not None and (backend or mode):
+        raise InputError("give --recipe or --backend/--mode, not both")
+    if aorta_environments and target is not None:
+        raise InputError("--aorta-environments names where cells run; with TARGET every cell is checked in TARGET")
     if recipe is not None:
-        if backend or mode:
-            raise InputError("give --recipe or --backend/--mode, not both")
-        block = recipe_mod.load(recipe)
-        backend, mode = block.backend, block.mode
+        from survey import recipe_check
+
+        store = open_store(db)
+        read, cells = recipe_check.check_recipe(
+            store, recipe, target=target, aorta_environment=aorta_environment,
+            environment_files=aorta_environments, catalog=catalog, timeout=timeout, engine=engine, pull=pull,
+            platform=platform, say=lambda m: err.print(m, markup=False))
+        refused = read.aorta_030_refuses
+        if refused:
+            err.print(f"note: amd-aorta 0.3.0 would refuse this recipe: {refused}", markup=False)
+        if output_json:
+            sys.stdout.write(json.dumps([c.as_dict() for c in cells], indent=1) + "\n")
+        else:
+            for style, line in recipe_check.render(cells):
+                out.print(f"[{style}]{escape(line)}[/]" if style else line, markup=bool(style), highlight=False)
+        raise typer.Exit(recipe_check.overall_exit(cells))
     if not backend:
         raise InputError("--backend (or --recipe) is required")
+    if target is None and aorta_environment is None:
+        raise InputError("give TARGET (or --aorta-environment NAME)")
     from probes import outcomes as O
 
     choose(backend, O.BACKENDS, "backend")
@@ -285,9 +344,21 @@ def check_cmd(
         modes = (queries.NO_MODE, *(x for x in O.COMMON_MODES if x), *O.INSTRUMENTATION_MODES)
         choose(mode.split(":", 1)[0], modes, "mode")
     store = open_store(db)
-    result = check_mod.check_target(store, target, backend, queries.mode_from_label(mode),
-                                    catalog_path=catalog, timeout=timeout, engine=engine, pull=pull,
-                                    platform=platform, say=lambda m: err.print(m, markup=False))
+    if aorta_environment is not None:
+        from survey import recipe_check
+        from survey.aorta_envs import load_environments
+
+        at = recipe_check.aorta_target(load_environments(aorta_environments or None), aorta_environment,
+                                       engine=engine, pull=pull)
+        target = at.name
+        result = recipe_check.check_aorta_environment(store, at, backend, queries.mode_from_label(mode),
+                                                      timeout=timeout, platform=platform,
+                                                      say=lambda m: err.print(m, markup=False))
+    else:
+        assert target is not None
+        result = check_mod.check_target(store, target, backend, queries.mode_from_label(mode),
+                                        catalog_path=catalog, timeout=timeout, engine=engine, pull=pull,
+                                        platform=platform, say=lambda m: err.print(m, markup=False))
     if output_json:
         sys.stdout.write(json.dumps(result.as_dict(), indent=1) + "\n")
     else:
