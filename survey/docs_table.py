@@ -52,6 +52,7 @@ ALIASES = {"-b": "choices", "b": "choices", "backends": "choices", "modes": "roc
 DEFAULT_KEYS = ["source", "triton", "choices", "rocprofiler"]
 TABLE_COLUMNS = [HEADERS[k] for k in DEFAULT_KEYS]
 NONE = "—"
+_CODE = re.compile(r"`([^`]*)`")
 LINE_LIMIT = 200  # no line of the Markdown output is longer (footnotes and sections are wrapped)
 
 _NAMED_MODES = {"instrumentation": ("default", "mma")}
@@ -195,6 +196,32 @@ def no_evidence_text(slot: queries.Slot) -> str:
     return f"no evidence: {what} ({errortext.cause(last.error, slot.candidate.spec)}), since {seen}"
 
 
+LONG_CODE = 40  # a `code` span of a label longer than this is shortened in the table, in full in its footnote
+
+
+def short_label(label: str) -> tuple[str, str | None]:
+    """The label with over-long `code` spans shortened as the reference page does
+    (`rocm/pytorch:rocm7.14_...pytorch_release_2.12.0`), and the full label when
+    anything was shortened: an unbreakable 66-character image tag would widen
+    the table past a 1000 px page."""
+    changed = False
+
+    def shorten(mt: re.Match[str]) -> str:
+        nonlocal changed
+        code = mt.group(1)
+        if len(code) <= LONG_CODE:
+            return mt.group(0)
+        parts = code.split("_")
+        short = parts[0] + "_..." + "_".join(parts[-3:]) if len(parts) >= 5 else code[:18] + "..." + code[-18:]
+        if len(short) >= len(code):
+            return mt.group(0)
+        changed = True
+        return f"`{short}`"
+
+    new = _CODE.sub(shorten, label)
+    return new, (label if changed else None)
+
+
 # ---------------------------------------------------------------------------- the table
 @dataclass
 class Cell:
@@ -315,17 +342,20 @@ def build(s: Session, scope: str = "catalog", columns: list[str] | None = None,
         conflict = any(c["status"] == "conflicts" for c in claims if c["candidate"] == name)
         for part in parts:
             first = part[0]
-            source_note = "; ".join(p.provenance for p in part)
+            label, full = short_label(cand.label)
+            # provenance goes to the footnote unless the Evidence column shows it
+            said = [] if "evidence" in keys else ["; ".join(p.provenance for p in part)]
             if conflict:
-                source_note += "; a measurement here disagrees with a documented claim (see “Documented, not measured”)"
-            label = cand.label
+                said.append("a measurement here disagrees with a documented claim (see “Documented, not measured”)")
+            said_text = "; ".join(said)
+            source_note = f"{full}: {said_text}" if full and said_text else (full or said_text or None)
             plats = [p.slot.platform_label for p in part if p.slot.platform is not None]
             if not same and "platform" not in keys and plats:
                 label += f" on {plats[0]}"
             row: dict[str, Cell] = {}
             for k in keys:
                 if k == "source":
-                    row[k] = Cell(label, None if "evidence" in keys and not conflict else source_note)
+                    row[k] = Cell(label, source_note)
                 elif k == "platform":
                     row[k] = Cell(", ".join(plats) if plats else NONE)
                 elif k == "evidence":
@@ -399,8 +429,6 @@ def markdown(s: Session, scope: str = "catalog", columns: list[str] | None = Non
 
 
 # ---------------------------------------------------------------------------- Markdown
-_CODE = re.compile(r"`([^`]*)`")
-
 def _md_cell(text: str) -> str:
     return text.replace("\\", "\\\\").replace("|", "\\|").replace("\n", " ") if "|" in text or "\n" in text \
         else text
