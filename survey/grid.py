@@ -123,7 +123,7 @@ def render(rows: list[dict[str, Any]], width: int | None = None, color: bool = F
     table, legend = build(rows, color)
     if width is None:
         wide = Console(file=io.StringIO(), width=100_000, color_system=None)
-        width = max(wide.measure(table).maximum, 40)
+        width = max(wide.measure(table).maximum, 80)  # the legend reads on 80 columns
     buf = io.StringIO()
     console = Console(file=buf, width=width, force_terminal=color, color_system="standard" if color else None,
                       highlight=False, emoji=False, soft_wrap=False, legacy_windows=False)
