@@ -17,7 +17,7 @@ except ImportError:  # pragma: no cover
     from click.exceptions import UsageError  # type: ignore[assignment]
 
 from survey import exitcodes
-from survey.errors import InputError, StoreUnusable, SurveyError, UnknownTarget, choose
+from survey.errors import InputError, StoreUnusable, SurveyError, UnknownTarget, UsageProblem, choose
 from survey.lazy import lazy
 
 if TYPE_CHECKING:
@@ -249,7 +249,22 @@ def ingest_cmd(
 # --------------------------------------------------------------------------- table
 @app.command("table")
 def table_cmd(
-    fmt: Annotated[str, typer.Option("--format", help="md, csv, json or html")] = "md",
+    fmt: Annotated[Optional[str], typer.Option(
+        "--format", help="md: the docs table (the default when stdout is not a terminal); html: the same as HTML; "
+                         "grid: environments x backend:mode, symbols and colours (the default on a terminal); "
+                         "csv, json: the matrix rows, one per environment x platform x backend x mode "
+                         "(schema/matrix-rows.v1.schema.json)")] = None,
+    columns: Annotated[Optional[str], typer.Option(
+        "--columns", help="the docs table's columns: a comma list of source, platform, triton, choices, rocprofiler, "
+                          "cupti, roctracer, instrumentation, capture, evidence; or additions to the default "
+                          "(source,triton,choices,rocprofiler) such as +capture,+platform. A column with nothing "
+                          "to show is left out")] = None,
+    width: Annotated[Optional[int], typer.Option(
+        "--width", min=40, help="grid: fit it to this many columns (default: the terminal's width; output that "
+                                "is not a terminal is as wide as the grid)")] = None,
+    documented: Annotated[Optional[Path], typer.Option(
+        "--documented", help="documented claims: a YAML file or a directory of them (default: the packaged "
+                             "survey/documented/)")] = None,
     check: Annotated[Optional[Path], typer.Option(help="exit 1 with a diff if this docs file's table is stale")] = None,
     write: Annotated[Optional[Path], typer.Option(help="replace the table in this docs file (between markers)")] = None,
     show_all: Annotated[bool, typer.Option("--all", help="also ad-hoc evidence (targets checked by path or image, "
@@ -257,12 +272,43 @@ def table_cmd(
     db: DbOpt = None,
 ) -> None:
     """The Availability table (catalog candidates), generated from the evidence."""
-    choose(fmt, table_mod.FORMATS, "format")
+    formats = ("md", "html", "grid", "csv", "json")
+    if fmt is None:
+        fmt = "md" if (check or write or columns) or not sys.stdout.isatty() else "grid"
+    choose(fmt, formats, "format")
     if (check or write) and fmt != "md":
-        raise InputError("--check and --write work on the Markdown table (--format md)")
+        raise UsageProblem("--check and --write work on the Markdown table (--format md)")
+    if columns is not None and fmt not in ("md", "html"):
+        raise UsageProblem("--columns chooses the docs table's columns (--format md or html)")
+    if width is not None and fmt != "grid":
+        raise UsageProblem("--width fits the terminal grid (--format grid)")
+    keys = docs_table.parse_columns(columns)
+    scope = "all" if show_all else "catalog"
     with open_store(db, create=False).session() as s:
-        rows = docs_table.table_rows(s, "all" if show_all else "catalog")
-    text = table_mod.render(table_mod.frame(rows, docs_table.columns(rows)), fmt)
+        if fmt in ("md", "html"):
+            docs = docs_table.build(s, scope, keys, documented)
+            text = docs.markdown() if fmt == "md" else docs.html()
+        else:
+            from survey import matrix as matrix_mod
+
+            rows = matrix_mod.matrix(s, scope=scope)
+    if fmt == "grid":
+        import os
+
+        from survey import grid
+
+        tty = sys.stdout.isatty()
+        color = tty and not os.environ.get("NO_COLOR")
+        if width is None and tty:
+            width = out.size.width
+        sys.stdout.write(grid.render(rows, width, color))
+        return
+    if fmt in ("csv", "json"):
+        from survey import matrix_schema
+
+        tidy = matrix_schema.tidy(rows)
+        sys.stdout.write(matrix_schema.to_json(tidy) if fmt == "json" else matrix_schema.to_csv(tidy))
+        return
     if check:
         diff = table_mod.check(check, text)
         if diff:

@@ -188,7 +188,7 @@ def test_the_h200_report_is_platform_sm90_next_to_cpu_evidence(filled_store: Sto
         assert run.platform.key == "nvidia:sm_90:NVIDIA H200" and run.platform_detail["driver"] == "580.159.04"
         slots = [(sl.candidate.name, sl.platform_key) for sl in queries.slots(s, "catalog", "triton-3.6.0")]
         assert slots == [("triton-3.6.0", "none:x86_64"), ("triton-3.6.0", "nvidia:sm_90:NVIDIA H200")]
-    table = survey_cli("table", "--db", filled_store.url).stdout
+    table = survey_cli("table", "--columns", "+platform", "--db", filled_store.url).stdout
     assert "| Platform" in table and "NVIDIA H200 (sm_90)" in table and "no GPU (x86_64)" in table
     r = survey_cli("check", "triton-3.6.0", "--backend", "cupti", "--platform", "sm_90", "--json",
                    "--db", filled_store.url)
