@@ -647,7 +647,8 @@ def test_upload_new_then_duplicate(store: Store, make_client: Any) -> None:
     assert cand["label"] == "Triton 3.9.0 (upload)"
 
     again = c.upload(raw)
-    assert again.status_code == 200 and again.json() == {**body, "created": False}
+    note = "this report is already stored as run #1 under candidate 'gpu-host.triton-3.9.0'; nothing was added"
+    assert again.status_code == 200 and again.json() == {**body, "created": False, "note": note}
     assert "location" not in again.headers
     assert run_count(store) == 1
     # Without a candidate name the report's own host and Triton name it.
