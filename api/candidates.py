@@ -71,9 +71,13 @@ def candidate_rows(s: Session) -> list[dict[str, Any]]:
     return rows
 
 
-def _candidates_entry(request: Request, fmt: str, size: int, start: int) -> Entry:
-    with request.app.state.store.session() as s:
-        page = pages.offset_page(request, candidate_rows(s), size, start)
+def all_rows(store: Any) -> list[dict[str, Any]]:
+    with store.session() as s:
+        return candidate_rows(s)
+
+
+def _candidates_entry(request: Request, fmt: str, rows: list[dict[str, Any]], size: int, start: int) -> Entry:
+    page = pages.offset_page(request, rows, size, start)
     data = {"candidates": page.rows, "total": page.total, "next": page.next, "next_url": page.next_url}
     res = Resource(data, "candidates.html", {"title": "Candidates", "candidates": page.rows, "page": page},
                    rows=page.rows, columns=LIST_COLUMNS)
@@ -89,9 +93,15 @@ async def candidates_view(
     if_none_match: Annotated[str | None, Header(description="an ETag of an earlier answer: 304 if unchanged")]
     = None,
 ) -> Response:
+    if fmt == "md":  # a Markdown table shows at most clip.ROWS rows: pages no larger, so next_url skips none
+        size = min(size, clip.ROWS)
     version = await cache_mod.version(request)
-    entry = await cache_mod.memo(request, version, ("candidates", fmt, size, start),
-                                 lambda: _candidates_entry(request, fmt, size, start))
+    key = ("candidates", fmt, size, start)
+    entry = request.app.state.matrix_cache.get(version, key)
+    if entry is None:  # the rows once per version, each page's body once
+        rows = await cache_mod.memo(request, version, ("candidate rows",),
+                                    lambda: all_rows(request.app.state.store))
+        entry = await cache_mod.memo(request, version, key, lambda: _candidates_entry(request, fmt, rows, size, start))
     return cache_mod.answer(entry, if_none_match)
 
 
@@ -120,6 +130,8 @@ def candidate_view(
 ) -> Any:
     with request.app.state.store.session() as s:
         cand, fmt = _find(s, name, fmt)
+        if fmt == "md":  # as for the list: no row between two pages goes unshown
+            size = min(size, clip.ROWS)
         latest = evidence.latest_complete(s, cand.id)
         runs_q = select(m.Run).where(m.Run.candidate_id == cand.id)
         total = s.scalar(select(func.count()).select_from(runs_q.subquery())) or 0

@@ -22,7 +22,7 @@ DEPTH = 8
 BUDGET = 48_000  # characters of evidence per section of a page
 COST = 16  # what each list entry or mapping key counts against the budget, besides its text
 CELL = 200  # characters of one Markdown table cell
-ROWS = 500  # rows of one Markdown table
+ROWS = 200  # rows of one Markdown table (cells escape to at most 5x: &amp; for &)
 
 
 class Clipper:

@@ -34,9 +34,12 @@ def _schema_text(schema: dict[str, Any]) -> str:
     if "enum" in schema:
         return " | ".join(repr(v) if v == "" else str(v) for v in schema["enum"])
     if "anyOf" in schema:
-        return " or ".join(_schema_text(s) for s in schema["anyOf"])
-    text = str(schema.get("type", "any"))
+        text = " or ".join(_schema_text(s) for s in schema["anyOf"])
+    else:
+        text = str(schema.get("type", "any"))
     bounds = [f"{k} {schema[k]}" for k in ("minimum", "maximum", "minLength", "maxLength") if k in schema]
+    if "pattern" in schema:
+        bounds.append("a pattern: see /openapi.json")
     return text + (f" ({', '.join(bounds)})" if bounds else "")
 
 

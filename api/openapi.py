@@ -4,8 +4,9 @@ FastAPI builds it from the routes once. Two things are added here:
 
 - the request body of ``POST /runs`` is the probe report's own JSON Schema
   (``survey.report.json_schema``, its ``$defs`` moved to
-  ``components/schemas/ProbeReport_*``), so a client can validate before
-  uploading;
+  ``components/schemas/ProbeReport_*``, integers bounded to 64 bits as uploads
+  are: ``api.upload.check_types``), so a client can validate before uploading,
+  and its answers link to the stored run, report and candidate;
 - the ``candidate`` filter of ``/matrix.*`` lists the stored candidate names as
   its ``enum`` (plus ``""``: any), since a name that is not stored is refused.
   The names change only on ingest, so the document is rebuilt per matrix
@@ -20,6 +21,7 @@ from typing import Any
 from fastapi import FastAPI
 from fastapi.openapi.utils import get_openapi
 
+from api.upload import INT_MAX, INT_MIN
 from survey.report import json_schema
 
 MAX_ENUM = 1000
@@ -27,13 +29,17 @@ PREFIX = "ProbeReport_"
 
 
 def _rewrite_refs(node: Any) -> Any:
+    """References into components; every integer bounded to 64 bits (as uploads are held to)."""
     if isinstance(node, dict):
-        out = {}
+        out: dict[str, Any] = {}
         for k, v in node.items():
             if k == "$ref" and isinstance(v, str) and v.startswith("#/$defs/"):
                 out[k] = "#/components/schemas/" + PREFIX + v[len("#/$defs/"):]
             else:
                 out[k] = _rewrite_refs(v)
+        if out.get("type") == "integer":
+            out.setdefault("minimum", INT_MIN)
+            out.setdefault("maximum", INT_MAX)
         return out
     if isinstance(node, list):
         return [_rewrite_refs(x) for x in node]
@@ -55,11 +61,30 @@ def base(app: FastAPI) -> dict[str, Any]:
     if cached is not None:
         return cached
     doc = get_openapi(title=app.title, version=app.version, description=app.description, routes=app.routes)
+    # Every invalid parameter is answered in the one error format (api.errors), never FastAPI's own.
+    for ops in doc["paths"].values():
+        for op in ops.values():
+            bad = op.get("responses", {}).get("422", {}).get("content", {}).get("application/json", {})
+            if "HTTPValidationError" in str(bad.get("schema", {})):
+                op["responses"]["422"] = {"description": "a parameter is invalid (`field` names it)", "content": {
+                    "application/json": {"schema": {"$ref": "#/components/schemas/ErrorResponse"}}}}
+    for name in ("HTTPValidationError", "ValidationError"):
+        doc.get("components", {}).get("schemas", {}).pop(name, None)
     report, defs = report_components()
     doc.setdefault("components", {}).setdefault("schemas", {}).update(defs)
     upload = doc["paths"]["/runs"]["post"]
     upload["requestBody"]["content"]["application/json"]["schema"] = {
         **report, "description": "a probe report, schema version 1 (also served at /schema.json)"}
+    for status in ("200", "201"):  # where the stored run and its candidate are
+        upload["responses"][status]["links"] = {
+            "run": {"operationRef": "#/paths/~1runs~1{run_id}.json/get",
+                    "parameters": {"run_id": "$response.body#/run_id"}, "description": "the stored run"},
+            "report": {"operationRef": "#/paths/~1runs~1{run_id}~1report.json/get",
+                       "parameters": {"run_id": "$response.body#/run_id"}, "description": "the report as stored"},
+            "candidate": {"operationRef": "#/paths/~1candidates~1{name}.json/get",
+                          "parameters": {"name": "$response.body#/candidate"},
+                          "description": "the candidate it is stored under"},
+        }
     app.state.openapi_base = doc
     return doc
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import errno
 import socket
+from collections.abc import Callable
 
 from db.store import Store
 from survey import exitcodes
@@ -57,14 +58,15 @@ def bind(host: str, port: int) -> socket.socket:
     return sock
 
 
-def serve(store: Store, host: str, port: int) -> None:
+def serve(open_store: Callable[[], Store], host: str, port: int) -> None:
+    """Bind (host, port) first - the cheap check - then open the store and serve."""
     import uvicorn
 
     from api.app import create_app
 
     sock = bind(host, port)
     try:
-        config = uvicorn.Config(create_app(store), host=host, port=port, log_level="info")
+        config = uvicorn.Config(create_app(open_store()), host=host, port=port, log_level="info")
         uvicorn.Server(config).run(sockets=[sock])
     finally:
         sock.close()

@@ -7,7 +7,10 @@
   Content-Length over it is refused before reading, and the body is counted
   while it is read (a chunked upload has no Content-Length).
 - A report that is not UTF-8 JSON, or does not match the schema: 422, ``field``
-  naming the first failing field (``modes.3.outcome``).
+  naming the first failing field (``modes.3.outcome``). The upload holds a
+  report to its JSON Schema exactly (:func:`check_types`): JSON types as
+  declared (no ``false`` for a number, no ``"1"`` for an integer) and integers
+  that fit in 64 bits, as ``/openapi.json`` says.
 - A body that has not arrived whole within ``body_timeout`` seconds (default
   60; ``$SURVEY_BODY_TIMEOUT``): 408, and the connection is closed. A client
   that goes away mid-upload is let go quietly (nothing stored, nothing logged).
@@ -25,11 +28,13 @@ is ever stored.
 from __future__ import annotations
 
 import hmac
-from typing import Annotated
+import json
+from typing import Annotated, Any
 
 import anyio
 from fastapi import APIRouter, Depends, Query, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+from pydantic import BaseModel, ValidationError
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import ClientDisconnect
 from starlette.responses import Response
@@ -39,6 +44,9 @@ from api.errors import ApiError
 from api.schemas import ErrorResponse, UploadResponse
 from db.store import Store
 from survey.ingest import IngestResult, ingest
+from survey.report import Report
+
+INT_MIN, INT_MAX = -(2**63), 2**63 - 1  # what the store's INTEGER columns hold
 
 DEFAULT_MAX_UPLOAD_BYTES = 8 * 1024 * 1024
 DEFAULT_BODY_TIMEOUT_S = 60.0
@@ -100,7 +108,51 @@ async def read_body(request: Request, limit: int, timeout: float) -> bytes:
     return b"".join(chunks)
 
 
+def _wide_int(value: Any, where: str) -> str | None:
+    """The first declared integer field (dotted) of a validated model outside 64 bits."""
+    if isinstance(value, BaseModel):
+        for name in type(value).model_fields:
+            bad = _wide_int(getattr(value, name), f"{where}.{name}" if where else name)
+            if bad:
+                return bad
+    elif isinstance(value, list):
+        for i, x in enumerate(value):
+            bad = _wide_int(x, f"{where}.{i}")
+            if bad:
+                return bad
+    elif isinstance(value, int) and not isinstance(value, bool) and not INT_MIN <= value <= INT_MAX:
+        return where
+    return None
+
+
+def check_types(raw: bytes) -> None:
+    """422 for a report that the lenient reading (``survey.ingest``) would take but its
+    JSON Schema does not: a value of another JSON type (pydantic's lax mode turns
+    ``false`` into 0.0 and ``"3"`` into 3) or an integer wider than 64 bits. A report
+    invalid either way is left to ``ingest``, whose message names the first field."""
+    try:
+        data = json.loads(raw)
+        lax = Report.model_validate(data)
+    except (ValueError, RecursionError, ValidationError):
+        return
+    try:
+        Report.model_validate(data, strict=True)
+    except ValidationError as e:
+        # JSON Schema counts 3.0 as an integer; pydantic's strict mode does not.
+        errs = [x for x in e.errors() if not (x["type"] == "int_type" and isinstance(x.get("input"), float)
+                                              and x["input"].is_integer())]
+        if errs:
+            err = errs[0]
+            loc = ".".join(str(x) for x in err["loc"]) or "(root)"
+            raise ApiError(422, "invalid_report",
+                           f"{loc}: {err['msg']} (a {type(err.get('input')).__name__} was given)", field=loc)
+    wide = _wide_int(lax, "")
+    if wide:
+        raise ApiError(422, "invalid_report", f"{wide}: an integer outside 64 bits", field=wide)
+
+
 def store_report(store: Store, raw: bytes, candidate: str | None, label: str | None) -> IngestResult:
+    check_types(raw)
     with store.session() as s:
         try:
             return ingest(s, raw, candidate=candidate, label=label, source="upload")

@@ -315,7 +315,7 @@ def serve(
     from api import serve as serving
 
     serving.check_port(port)  # exit 64; a port in use: exit 69 (api.serve)
-    serving.serve(open_store(db), host, port)
+    serving.serve(lambda: open_store(db), host, port)
 
 
 @app.command()

@@ -178,6 +178,19 @@ def test_candidates_are_paginated(many_candidates: Store, make_client: Any) -> N
     assert len(c.get("/candidates.json").json()["candidates"]) == 7  # default page size: 100
 
 
+def test_markdown_pages_are_never_cut_between_pages(store: Store, make_client: Any) -> None:
+    for i in range(205):
+        add_unobtainable(store, f"n{i:03d}", "x", position=i)
+    c = make_client(store)
+    r = c.get("/candidates.md?_size=1000")  # a Markdown table holds at most 200 rows: so does its page
+    lines = [ln for ln in r.text.splitlines() if re.match(r"\| n\d", ln)]
+    assert len(lines) == 200 and "truncated" not in r.text
+    assert r.headers["link"] == '</candidates.md?_size=200&_next=200>; rel="next"'
+    rest = c.get("/candidates.md?_size=200&_next=200").text
+    assert [ln.split("|")[1].strip() for ln in rest.splitlines() if re.match(r"\| n\d", ln)] == \
+        [f"n{i:03d}" for i in range(200, 205)]
+
+
 @pytest.mark.parametrize("query,field", [
     ("_size=0", "_size"), ("_size=1001", "_size"), ("_size=many", "_size"), ("_next=-1", "_next"),
     ("_next=x", "_next"),
@@ -231,6 +244,18 @@ def many_entries(size: int = 8 * MiB - 64 * 1024) -> bytes:
     return json.dumps(data).encode()
 
 
+def wide_rows(size: int = 8 * MiB - 64 * 1024) -> bytes:
+    """Many mode entries whose every text field is long and all quotes and ampersands (escaping grows it)."""
+    data = report()
+    text = '"&' * 150
+    entry = {**data["modes"][0], "backend": "b" + text, "mode": "m" + text, "rule": text, "library": text,
+             "signal": text, "exc_type": text, "message": text, "stderr_tail": text, "stdout_tail": text,
+             "call": text, "argv": [text] * 4, "traceback_tail": [text] * 4, "overrides": {text: text}}
+    one = len(json.dumps(entry).encode()) + 2
+    data["modes"] = [entry] * ((size - len(json.dumps(data).encode())) // one)
+    return json.dumps(data).encode()
+
+
 def nested(depth: int = 900, copies: int = 4000) -> bytes:
     """Deep arrays where the schema allows anything: indenting them is quadratic."""
     data = report()
@@ -243,7 +268,8 @@ MAX_HTML = 2 * MiB
 MAX_MD = 2 * MiB
 
 
-@pytest.mark.parametrize("build", [hostile, many_entries, nested], ids=["long-text", "long-lists", "deep"])
+@pytest.mark.parametrize("build", [hostile, many_entries, wide_rows, nested],
+                         ids=["long-text", "long-lists", "wide-rows", "deep"])
 def test_one_big_upload_cannot_make_a_huge_page(store: Store, make_client: Any, build: Any) -> None:
     c = make_client(store, token=TOKEN)
     raw = build()
@@ -631,6 +657,21 @@ def test_serve_on_a_port_in_use_says_so(tmp_path: Path) -> None:
     assert res.returncode == 69, res
     lines = [ln for ln in res.stderr.splitlines() if ln.strip()]
     assert len(lines) == 1 and f"127.0.0.1:{port}" in lines[0] and "in use" in lines[0], res
+
+
+def test_serve_binds_a_tcp_socket() -> None:
+    # asyncio sets TCP_NODELAY on accepted connections only when the listening socket says IPPROTO_TCP;
+    # without it every keep-alive answer waits ~40 ms for a delayed ACK (measured, bench/README.md).
+    from api.serve import bind
+
+    with socket.socket() as probe:  # a free port (0 is refused: usage)
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    sock = bind("127.0.0.1", port)
+    try:
+        assert sock.proto == socket.IPPROTO_TCP and sock.getsockname() == ("127.0.0.1", port)
+    finally:
+        sock.close()
 
 
 # --------------------------------------------------------------------------- 10. caching
