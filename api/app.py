@@ -15,7 +15,12 @@ One URL per resource, many formats: ``/matrix`` is the HTML page, ``/matrix.json
 ``/check?target=&backend=&mode=`` the verdict of ``survey check`` from stored evidence
 ``POST /runs``                    upload a probe report (bearer token)
 ``/schema.json``, ``/healthz``    the report's JSON Schema; liveness
+``/docs``, ``/openapi.json``      the API reference (a plain page, no script) and
+                                  the OpenAPI document
 ================================  =============================================
+
+Every ``GET`` also answers ``HEAD``; every HTML answer carries a
+Content-Security-Policy that allows no script (:mod:`api.middleware`).
 
 Every request reads in a short session of its own; SQLite runs in WAL mode, so
 reads never wait for a survey that is writing.
@@ -30,57 +35,46 @@ from dataclasses import dataclass
 
 from fastapi import APIRouter, FastAPI
 from fastapi.staticfiles import StaticFiles
-from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from api import candidates, check, diff, errors, matrix, meta, render, runs, upload
+from api import candidates, check, diff, docs, errors, matrix, meta, render, runs, upload
 from api.cache import MatrixCache
+from api.middleware import HeadAsGet, SecurityHeaders
 from db.store import Store
 
 TOKEN_ENV = "SURVEY_TOKEN"
 MAX_UPLOAD_ENV = "SURVEY_MAX_UPLOAD_BYTES"
+BODY_TIMEOUT_ENV = "SURVEY_BODY_TIMEOUT"
 
 
 @dataclass(frozen=True)
 class Settings:
     token: str | None
     max_upload_bytes: int
+    body_timeout_s: float
 
 
-def _default_max_upload() -> int:
-    text = os.environ.get(MAX_UPLOAD_ENV)
+def _from_env(name: str, kind: type, default: float, what: str) -> float:
+    text = os.environ.get(name)
     if text:
         try:
-            return int(text)
+            value = kind(text)
         except ValueError:
-            raise ValueError(f"{MAX_UPLOAD_ENV}={text!r} is not a number of bytes")
-    return upload.DEFAULT_MAX_UPLOAD_BYTES
+            raise ValueError(f"{name}={text!r} is not {what}")
+        if value <= 0:
+            raise ValueError(f"{name}={text!r} is not {what}")
+        return value
+    return default
 
 
-class NoSniff:
-    """``X-Content-Type-Options: nosniff`` on every answer (pure ASGI: cheap)."""
-
-    def __init__(self, app: ASGIApp):
-        self.app = app
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
-
-        async def send_with_header(message: Message) -> None:
-            if message["type"] == "http.response.start":
-                message["headers"] = [*message.get("headers", []), (b"x-content-type-options", b"nosniff")]
-            await send(message)
-
-        await self.app(scope, receive, send_with_header)
-
-
-def create_app(store: Store, *, token: str | None = None, max_upload_bytes: int | None = None) -> FastAPI:
+def create_app(store: Store, *, token: str | None = None, max_upload_bytes: int | None = None,
+               body_timeout: float | None = None) -> FastAPI:
     """The service over ``store``.
 
     ``token``: the bearer token uploads need (default: ``$SURVEY_TOKEN``; none
     means uploads are refused). ``max_upload_bytes``: the largest report accepted
-    (default: ``$SURVEY_MAX_UPLOAD_BYTES``, else 8 MiB).
+    (default: ``$SURVEY_MAX_UPLOAD_BYTES``, else 8 MiB). ``body_timeout``:
+    seconds an upload's body may take to arrive (default: ``$SURVEY_BODY_TIMEOUT``,
+    else 60). A bad value in the environment raises ``ValueError``.
     """
     cache = MatrixCache(store)
 
@@ -91,6 +85,9 @@ def create_app(store: Store, *, token: str | None = None, max_upload_bytes: int 
 
     app = FastAPI(
         lifespan=lifespan,
+        docs_url=None,  # /docs is our own page (api.docs): Swagger UI would load scripts from a CDN
+        redoc_url=None,
+        openapi_url=None,  # /openapi.json is served by api.docs (per matrix version, off the event loop)
         title="proton-survey",
         version="1",
         description="Which Triton Proton profiler backends and modes work in which environment: the Availability "
@@ -101,14 +98,18 @@ def create_app(store: Store, *, token: str | None = None, max_upload_bytes: int 
     app.state.store = store
     app.state.settings = Settings(
         token=(token if token is not None else os.environ.get(TOKEN_ENV)) or None,
-        max_upload_bytes=max_upload_bytes if max_upload_bytes is not None else _default_max_upload(),
+        max_upload_bytes=max_upload_bytes if max_upload_bytes is not None else
+        int(_from_env(MAX_UPLOAD_ENV, int, upload.DEFAULT_MAX_UPLOAD_BYTES, "a number of bytes")),
+        body_timeout_s=body_timeout if body_timeout is not None else
+        _from_env(BODY_TIMEOUT_ENV, float, upload.DEFAULT_BODY_TIMEOUT_S, "a number of seconds"),
     )
     app.state.matrix_cache = cache
     errors.install(app)
     router = APIRouter()
-    for module in (meta, matrix, candidates, runs, diff, check, upload):
+    for module in (meta, matrix, candidates, runs, diff, check, upload, docs):
         module.routes(router)
     app.include_router(router)
     app.mount("/static", StaticFiles(directory=str(render.STATIC)), name="static")
-    app.add_middleware(NoSniff)
+    app.add_middleware(SecurityHeaders)
+    app.add_middleware(HeadAsGet)
     return app

@@ -1,10 +1,14 @@
-"""The matrix changes only when evidence arrives, so it is rendered once per
-(format, filters) and kept until ``survey.ingest`` bumps the ``matrix_version``
-meta row (it does so in the same transaction as every new run).
+"""What changes only when evidence arrives is computed once per matrix version
+and kept until ``survey.ingest`` bumps the ``matrix_version`` meta row (it does
+so in the same transaction as every new run): the matrix per (format, filters),
+the candidate list per (format, page), the ``/check`` answers, the stored
+candidate names (to check filters against) and the OpenAPI document.
 
 Each cached body carries an ETag (a hash of the body); a request whose
-``If-None-Match`` names it gets 304 and no body. Clients are told to revalidate
-every time (``Cache-Control: no-cache``): the version can change at any moment.
+``If-None-Match`` names it gets 304 and no body, decided before any work: the
+version is one indexed read (on SQLite a plain read outside the ORM), then the
+cache answers. Clients are told to revalidate every time (``Cache-Control:
+no-cache``): the version can change at any moment.
 """
 
 from __future__ import annotations
@@ -13,10 +17,14 @@ import hashlib
 import sqlite3
 import threading
 from collections import OrderedDict
-from collections.abc import Hashable
+from collections.abc import Callable, Hashable
 from dataclasses import dataclass
+from typing import Any
 
 from sqlalchemy import text
+from starlette.concurrency import run_in_threadpool
+from starlette.requests import Request
+from starlette.responses import Response
 
 from db.store import Store
 from survey.ingest import MATRIX_VERSION
@@ -30,6 +38,11 @@ class Entry:
     media_type: str
     etag: str
     status: int = 200
+    headers: tuple[tuple[str, str], ...] = ()
+
+    @classmethod
+    def of(cls, body: bytes, media_type: str, headers: dict[str, str] | None = None) -> Entry:
+        return cls(body, media_type, etag_for(body), headers=tuple((headers or {}).items()))
 
 
 def etag_for(body: bytes) -> str:
@@ -59,7 +72,7 @@ class MatrixCache:
         self.max_entries = max_entries
         self._lock = threading.Lock()
         self._version: str | None = None
-        self._entries: OrderedDict[Hashable, Entry] = OrderedDict()
+        self._entries: OrderedDict[Hashable, Any] = OrderedDict()
         self._sql = text("SELECT value FROM meta WHERE key = :key")
         self._raw: sqlite3.Connection | None = None
         self._raw_lock = threading.Lock()
@@ -91,7 +104,7 @@ class MatrixCache:
             self._raw.close()
             self._raw = None
 
-    def get(self, version: str, key: Hashable) -> Entry | None:
+    def get(self, version: str, key: Hashable) -> Any:
         with self._lock:
             if version != self._version:
                 return None
@@ -100,7 +113,7 @@ class MatrixCache:
                 self._entries.move_to_end(key)
             return entry
 
-    def put(self, version: str, key: Hashable, entry: Entry) -> None:
+    def put(self, version: str, key: Hashable, entry: Any) -> None:
         with self._lock:
             if version != self._version:
                 self._entries.clear()
@@ -109,3 +122,27 @@ class MatrixCache:
             self._entries.move_to_end(key)
             while len(self._entries) > self.max_entries:
                 self._entries.popitem(last=False)
+
+
+# ------------------------------------------------------------------ in views
+async def version(request: Request) -> str:
+    cache: MatrixCache = request.app.state.matrix_cache
+    return cache.version() if cache.local else await run_in_threadpool(cache.version)
+
+
+async def memo(request: Request, version_: str, key: Hashable, compute: Callable[[], Any]) -> Any:
+    """``compute()`` (run in a worker thread) once per matrix version."""
+    cache: MatrixCache = request.app.state.matrix_cache
+    value = cache.get(version_, key)
+    if value is None:
+        value = await run_in_threadpool(compute)
+        cache.put(version_, key, value)
+    return value
+
+
+def answer(entry: Entry, if_none_match: str | None) -> Response:
+    """The body, or 304 when the client already holds it."""
+    headers = {"ETag": entry.etag, "Cache-Control": "no-cache", **dict(entry.headers)}
+    if etag_matches(if_none_match, entry.etag):
+        return Response(status_code=304, headers=headers)
+    return Response(entry.body, status_code=entry.status, media_type=entry.media_type, headers=headers)

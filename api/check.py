@@ -5,18 +5,28 @@ The target is a candidate name; ad-hoc targets are stored by ``survey check``
 and ``survey probe --store`` as ``python:/path`` and ``image:ref``, so those
 names are tried too. Without evidence the answer is ``not_enough_evidence``
 (exit code 3) and says where to get some.
+
+The answer changes only when evidence arrives, so it is cached per matrix
+version (:mod:`api.cache`); only its ``evidence_age`` is worked out anew for
+each request. ``target`` and ``backend`` are required (the bare HTML path
+without them is the empty form); ``backend`` and ``mode`` are checked against
+the known values (422 listing them).
 """
 
 from __future__ import annotations
 
+import datetime as dt
 import shlex
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Query, Request
+from fastapi import APIRouter, Header, Query, Request
 
+from api import cache as cache_mod
 from api import formats
+from api.cache import Entry
 from api.errors import ApiError
 from api.formats import Resource
+from api.matrix import MODE_LABELS, one_of
 from api.schemas import ERRORS, CheckResponse
 from probes import outcomes as O
 from survey import check as survey_check
@@ -44,39 +54,75 @@ def answer(s: Any, target: str, backend: str, mode: str | None, platform: str | 
                        f"no stored evidence for {target!r}", fix, target, backend, mode).as_dict()
 
 
-def check_view(
+MAX_TARGET = 4096
+
+
+def with_age(result: dict[str, Any]) -> dict[str, Any]:
+    """The cached answer with the age of its evidence as of now."""
+    date = result.get("evidence_date")
+    if not date:
+        return result
+    try:
+        when = dt.datetime.fromisoformat(date)
+    except ValueError:
+        return result
+    return {**result, "evidence_age": queries.age_text(when)}
+
+
+def answer_in(store: Any, target: str, backend: str, mode: str | None, platform: str | None) -> dict[str, Any]:
+    with store.session() as s:
+        return answer(s, target, backend, mode, platform)
+
+
+async def check_view(
     request: Request,
     fmt: str,
-    target: Annotated[str | None, Query(description="a candidate name, an interpreter path or an image")] = None,
-    backend: Annotated[str | None, Query(description="the Proton backend: " + ", ".join(O.BACKENDS))] = None,
-    mode: Annotated[str | None, Query(description="its mode (empty or `none`: no mode)")] = None,
-    platform: Annotated[str | None, Query(description="the platform whose evidence answers (a key, or a part "
-                                                      "of one: sm_90, gfx942); needed when there are several")]
+    target: Annotated[str, Query(description="a candidate name, an interpreter path or an image",
+                                 json_schema_extra={"minLength": 1, "maxLength": MAX_TARGET})] = "",
+    backend: Annotated[str, Query(description="the Proton backend",
+                                  json_schema_extra={"enum": list(O.BACKENDS)})] = "",
+    mode: Annotated[str, Query(description="its mode (empty or `none`: no mode)",
+                               json_schema_extra={"enum": ["", *MODE_LABELS]})] = "",
+    platform: Annotated[str, Query(description="the platform whose evidence answers (a key, or a part of one: "
+                                               "sm_90, gfx942); needed when there are several",
+                                   json_schema_extra={"maxLength": 300})] = "",
+    if_none_match: Annotated[str | None, Header(description="an ETag of an earlier answer: 304 if unchanged")]
     = None,
-) -> Resource:
-    form = {"target": target or "", "backend": backend or "", "mode": mode or ""}
+) -> Any:
+    form = {"target": target, "backend": backend, "mode": mode}
     ctx: dict[str, Any] = {"title": "Check", "form": form, "result": None}
     if fmt == formats.HTML and not target and not backend:
         return Resource(None, "check.html", ctx)
     if not target:
         raise ApiError(422, "invalid_input", "target: which environment? ?target=NAME", field="target")
+    if len(target) > MAX_TARGET:
+        raise ApiError(422, "invalid_input", f"target: at most {MAX_TARGET} characters", field="target")
     if not backend:
         raise ApiError(422, "invalid_input", "backend: which Proton backend? ?backend=" + "|".join(O.BACKENDS),
                        field="backend")
     if backend not in O.BACKENDS:
-        raise ApiError(422, "invalid_input", f"unknown backend {backend!r}; one of {', '.join(O.BACKENDS)}",
-                       field="backend")
-    with request.app.state.store.session() as s:
-        result = answer(s, target, backend, queries.mode_from_label(mode), platform)
+        raise one_of("backend", backend, O.BACKENDS)
+    if mode and mode not in MODE_LABELS:
+        raise one_of("mode", mode, MODE_LABELS)
+    store = request.app.state.store
+    version = await cache_mod.version(request)
+    the_mode = queries.mode_from_label(mode or None)
+    if len(platform) > 300:
+        raise ApiError(422, "invalid_input", "platform: at most 300 characters", field="platform")
+    result = with_age(await cache_mod.memo(request, version, ("check", target, backend, the_mode, platform),
+                                           lambda: answer_in(store, target, backend, the_mode, platform or None)))
     ctx.update(title=f"Check {target}: {backend} {queries.mode_label(result['mode'])}", result=result)
     row = {**result, "mode": queries.mode_label(result["mode"])}
-    return Resource(result, "check.html", ctx, rows=[row], columns=COLUMNS)
+    res = Resource(result, "check.html", ctx, rows=[row], columns=COLUMNS)
+    return cache_mod.answer(Entry.of(formats.body(res, fmt, request), formats.MEDIA_TYPES[fmt]), if_none_match)
 
 
 def routes(router: APIRouter) -> None:
     formats.add_resource(
         router, "/check", check_view, name="check",
         summary="Will a run with this backend and mode work in TARGET? (stored evidence only)",
-        json_model=CheckResponse, errors={422: ERRORS[422]},
+        json_model=CheckResponse,
+        errors={422: ERRORS[422], 304: {"description": "If-None-Match matched: unchanged"}},
+        required=("target", "backend"),
         descriptions={"json": "the CheckResult of `survey check --json`, plus the stored candidate that answered"},
     )

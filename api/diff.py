@@ -34,8 +34,8 @@ def _resolve(s: Any, ref: str, field: str) -> Any:
 def diff_view(
     request: Request,
     fmt: str,
-    a: Annotated[str | None, Query(description=REF_DOC)] = None,
-    b: Annotated[str | None, Query(description=REF_DOC)] = None,
+    a: Annotated[str, Query(description=REF_DOC, json_schema_extra={"minLength": 1})] = "",
+    b: Annotated[str, Query(description=REF_DOC, json_schema_extra={"minLength": 1})] = "",
 ) -> Resource:
     if not a or not b:
         if fmt == formats.HTML and not a and not b:  # the empty form
@@ -53,6 +53,6 @@ def diff_view(
 
 def routes(router: APIRouter) -> None:
     formats.add_resource(router, "/diff", diff_view, name="diff", summary="What changed between two runs",
-                         json_model=DiffResponse, errors={404: ERRORS[404], 422: ERRORS[422]},
+                         json_model=DiffResponse, errors={404: ERRORS[404], 422: ERRORS[422]}, required=("a", "b"),
                          descriptions={"csv": "one row per change (section, key, a, b)",
                                        "md": "one row per change (section, key, a, b)"})

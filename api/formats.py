@@ -3,7 +3,10 @@
 The bare path is the HTML page; the same path with ``.json``, ``.csv`` or ``.md``
 is that format. A view computes a :class:`Resource` once; :func:`respond` turns
 it into the format asked for. CSV and Markdown go through ``survey.table.render``
-(pandas), the same code the CLI prints with.
+(pandas), the same code the CLI prints with: CSV cells that a spreadsheet would
+read as a formula are neutralised and Markdown cells carry no HTML. Markdown
+tables are cut to :data:`api.clip.ROWS` rows of :data:`api.clip.CELL`-character
+cells, with a line saying where the whole is; JSON and CSV are never cut.
 """
 
 from __future__ import annotations
@@ -18,7 +21,8 @@ from urllib.parse import quote
 from fastapi import APIRouter, Request
 from starlette.responses import Response
 
-from api import render
+from api import clip, render
+from api.middleware import HTML_HEADERS
 from survey import table as table_mod
 
 HTML = "html"
@@ -31,12 +35,8 @@ MEDIA_TYPES = {
 }
 # Paths that only ever answer JSON (errors there are JSON too).
 JSON_ONLY = ("/healthz", "/schema.json", "/openapi.json", "/runs")
-# No script runs on our pages, from anywhere; the evidence is shown as text.
-HTML_SECURITY = {
-    "Content-Security-Policy": "default-src 'none'; style-src 'self'; img-src 'self'; form-action 'self'; "
-    "base-uri 'none'; frame-ancestors 'none'",
-    "Referrer-Policy": "same-origin",
-}
+# No script runs on our pages, from anywhere (api.middleware adds these to every HTML answer).
+HTML_SECURITY = HTML_HEADERS
 
 
 def wants_html(request: Request) -> bool:
@@ -49,7 +49,8 @@ def wants_html(request: Request) -> bool:
 
 
 def json_bytes(data: Any) -> bytes:
-    return json.dumps(data, ensure_ascii=False, indent=1, default=str).encode("utf-8") + b"\n"
+    """Compact JSON: never larger than a constant times the data (indenting deep nesting is quadratic)."""
+    return json.dumps(data, ensure_ascii=False, separators=(",", ":"), default=str).encode("utf-8") + b"\n"
 
 
 def html_response(text: str, *, status: int = 200, headers: dict[str, str] | None = None) -> Response:
@@ -69,6 +70,8 @@ class Resource:
     columns: list[str] | None = None
     text: dict[str, str] = field(default_factory=dict)  # a format's body given verbatim (e.g. matrix.md)
     status: int = 200
+    whole: str | None = None  # where a cut Markdown table is whole (default: the same path as .json)
+    headers: dict[str, str] = field(default_factory=dict)  # e.g. Link: <...>; rel="next"
 
 
 def body(res: Resource, fmt: str, request: Request | None = None) -> bytes:
@@ -76,15 +79,35 @@ def body(res: Resource, fmt: str, request: Request | None = None) -> bytes:
         return res.text[fmt].encode("utf-8")
     if fmt == "json":
         return json_bytes(res.data)
-    if fmt in ("csv", "md"):
+    if fmt == "csv":
         rows = res.rows or []
         columns = res.columns or (list(rows[0]) if rows else [])
         flat = [{c: _cell(r.get(c)) for c in columns} for r in rows]
         return table_mod.render(table_mod.frame(flat, columns), fmt).encode("utf-8")
+    if fmt == "md":
+        rows = res.rows or []
+        columns = res.columns or (list(rows[0]) if rows else [])
+        cut = len(rows) > clip.ROWS
+        flat = []
+        for r in rows[:clip.ROWS]:
+            cells = {c: _cell(r.get(c)) for c in columns}
+            cut = cut or any(isinstance(v, str) and len(v) > clip.CELL for v in cells.values())
+            flat.append({c: clip.cell(v) for c, v in cells.items()})
+        text = table_mod.render(table_mod.frame(flat, columns), fmt)
+        if cut:
+            whole = res.whole or (_json_path(request) if request is not None else "the .json of this resource")
+            text += (f"\nThis table was truncated (at most {clip.ROWS} rows of {clip.CELL}-character cells); "
+                     f"the whole evidence: {whole}\n")
+        return text.encode("utf-8")
     ctx = dict(res.context)
     if request is not None:
         ctx.setdefault("formats", format_links(request))
     return render.page(res.template, ctx).encode("utf-8")
+
+
+def _json_path(request: Request) -> str:
+    path = quote(request.scope["path"], safe="/:@")
+    return path[: -len(".md")] + ".json" if path.endswith(".md") else path + ".json"
 
 
 def _cell(value: Any) -> Any:
@@ -96,7 +119,7 @@ def _cell(value: Any) -> Any:
 
 
 def respond(request: Request, res: Resource, fmt: str) -> Response:
-    headers = HTML_SECURITY if fmt == HTML else {}
+    headers = {**(HTML_SECURITY if fmt == HTML else {}), **res.headers}
     return Response(body(res, fmt, request), status_code=res.status, media_type=MEDIA_TYPES[fmt], headers=headers)
 
 
@@ -129,19 +152,30 @@ def add_resource(
     json_model: Any = None,
     errors: dict[int | str, dict[str, Any]] | None = None,
     descriptions: dict[str, str] | None = None,
+    required: tuple[str, ...] = (),
+    drop: dict[str, tuple[str, ...]] | None = None,
 ) -> None:
     """Route ``path`` (HTML) and ``path.<fmt>`` for each format to ``view``.
 
     ``view(request, fmt, **params)`` returns a :class:`Resource` (or a Response);
     its other parameters (query and path) are declared on the view and appear in
     OpenAPI for the non-HTML routes. The suffixed routes are added first, so a
-    path parameter never swallows the suffix.
+    path parameter never swallows the suffix. ``required``: parameters that the
+    non-HTML formats require (the HTML page shows an empty form without them).
+    ``drop``: per format, parameters it does not take (the view gets their default).
     """
     sig = inspect.signature(view, eval_str=True)
-    params = [p for n, p in sig.parameters.items() if n != "fmt"]
     is_async = inspect.iscoroutinefunction(view)
 
     for fmt in (*formats, HTML):
+        params = []
+        for n, p in sig.parameters.items():
+            if n == "fmt" or n in (drop or {}).get(fmt, ()):
+                continue
+            if fmt != HTML and n in required:
+                p = p.replace(default=inspect.Parameter.empty)
+            params.append(p)
+        params.sort(key=lambda p: p.default is not inspect.Parameter.empty)  # required ones first
         endpoint = _endpoint(view, fmt, is_async)
         endpoint.__signature__ = sig.replace(parameters=params)  # type: ignore[attr-defined]
         endpoint.__name__ = f"{name}_{fmt}"

@@ -1,8 +1,15 @@
-"""``/matrix``: every candidate x backend x mode, from ``survey.evidence.matrix``.
+"""``/matrix``: every (candidate, platform) x backend x mode, from ``survey.matrix.matrix``.
 
-``/matrix.md`` is the docs table, byte for byte what ``survey table`` prints.
-Bodies are cached per (format, filters) until the matrix version moves (see
-``api.cache``), and carry an ETag.
+``/matrix.md`` is the docs table, byte for byte what ``survey table`` prints (it
+takes no filters). Bodies are cached per (format, filters) until the matrix
+version moves (see ``api.cache``), and carry an ETag.
+
+Filters: ``backend``, ``mode`` (``none``: no mode), ``outcome``, ``verdict``
+and ``candidate``; empty means any. A value that names nothing is refused (422,
+listing the valid values) before the cache is looked at, so made-up values
+neither fill the cache nor cost a query. Evidence text longer than
+:data:`TEXT` characters (an unobtainable candidate's error) is cut in the rows;
+the run behind the row holds it whole.
 """
 
 from __future__ import annotations
@@ -11,18 +18,17 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Header, Query, Request
 from sqlalchemy.orm import Session
-from starlette.concurrency import run_in_threadpool
 from starlette.responses import Response
 
+from api import cache as cache_mod
 from api import formats, render
-from api.cache import Entry, etag_for, etag_matches
+from api.cache import Entry
 from api.errors import ApiError
 from api.schemas import ERRORS, MatrixResponse
 from db.store import Store
 from probes import outcomes as O
 from survey import docs_table, queries
 from survey import matrix as survey_matrix
-from survey import table as table_mod
 from survey import verdicts as survey_verdicts
 
 COLUMNS = [
@@ -32,13 +38,45 @@ COLUMNS = [
     "capture_gpu_time_ns", "run_id", "date", "image_digest", "evidence", "last_attempt", "error", "tries",
 ]
 MODE_LABELS = (queries.NO_MODE, *(m for m in O.COMMON_MODES if m), *O.INSTRUMENTATION_MODES)
-FILTER_NAMES = ("backend", "mode", "candidate", "outcome", "platform", "scope")
+VERDICTS = ("accepted", "refused", "absent", "unknown")  # survey.verdicts.mode_verdict
+FILTER_NAMES = ("backend", "mode", "candidate", "outcome", "verdict", "platform")
+TEXT = 1000  # characters of one evidence text in a matrix or list row
+SHOWN_NAMES = 50  # stored names listed in an error
 
 
-def matrix_rows(s: Session, filters: dict[str, str | None]) -> list[dict[str, Any]]:
-    f = dict(filters)
-    scope = f.pop("scope", None) or "catalog"
-    return survey_matrix.matrix(s, scope=scope, **f)
+def cut_text(row: dict[str, Any], whole: str | None) -> dict[str, Any]:
+    """``row`` with every string over :data:`TEXT` characters cut, saying where it is whole."""
+    out = dict(row)
+    for k, v in row.items():
+        if isinstance(v, str) and len(v) > TEXT:
+            out[k] = v[:TEXT] + f"… [truncated: {len(v) - TEXT:,} more characters" + \
+                (f"; whole: {whole}]" if whole else "]")
+    return out
+
+
+def matrix_rows(s: Session, filters: dict[str, str | None], scope: str = "catalog") -> list[dict[str, Any]]:
+    verdict = filters.get("verdict")
+    rows = survey_matrix.matrix(s, scope=scope, **{k: v for k, v in filters.items() if k != "verdict"})
+    if verdict:
+        rows = [r for r in rows if r.get("verdict") == verdict]
+    return [cut_text(r, f"/runs/{r['run_id']}.json" if r.get("run_id") else None) for r in rows]
+
+
+def stored_platforms(store: Store) -> list[str]:
+    with store.session() as s:
+        return sorted({slot.platform_key for slot in queries.slots(s) if slot.platform_key})
+
+
+def stored_names(store: Store) -> list[str]:
+    with store.session() as s:
+        return [c.name for c in queries.candidates(s)]
+
+
+def one_of(what: str, value: str, valid: tuple[str, ...] | list[str]) -> ApiError:
+    shown = ", ".join(valid[:SHOWN_NAMES]) + (f" (and {len(valid) - SHOWN_NAMES} more: /candidates)"
+                                               if len(valid) > SHOWN_NAMES else "")
+    known = f"no stored candidate is named {value!r}" if what == "candidate" else f"unknown {what} {value!r}"
+    return ApiError(422, "invalid_input", f"{what}: {known}; one of {shown or '(none stored)'}", field=what)
 
 
 def _column_key(col: tuple[str, str | None]) -> tuple[int, int]:
@@ -70,38 +108,27 @@ def grid(rows: list[dict[str, Any]]) -> dict[str, Any]:
     return {"candidates": list(cands.values()), "columns": columns, "backends": backends, "cells": cells}
 
 
-def _check_filters(backend: str | None, mode: str | None, candidate: str | None,
-                   outcome: str | None, platform: str | None = None,
-                   scope: str | None = None) -> dict[str, str | None]:
-    filters = {"backend": backend or None, "mode": mode or None, "candidate": candidate or None,
-               "outcome": outcome or None, "platform": platform or None, "scope": scope or None}
-    if filters["scope"] and filters["scope"] not in queries.SCOPES:
-        raise ApiError(422, "invalid_input", f"unknown scope {scope!r}; one of {', '.join(queries.SCOPES)}",
-                       field="scope")
-    if filters["backend"] and filters["backend"] not in O.BACKENDS:
-        raise ApiError(422, "invalid_input", f"unknown backend {backend!r}; one of {', '.join(O.BACKENDS)}",
-                       field="backend")
-    if filters["outcome"] and filters["outcome"] not in O.OUTCOMES:
-        raise ApiError(422, "invalid_input", f"unknown outcome {outcome!r}; one of {', '.join(O.OUTCOMES)}",
-                       field="outcome")
-    return filters
+def check_filters(filters: dict[str, str | None], names: list[str]) -> None:
+    """422 for a filter value that names no backend, mode, outcome, verdict or stored candidate."""
+    for what, valid in (("backend", O.BACKENDS), ("mode", MODE_LABELS), ("outcome", O.OUTCOMES),
+                        ("verdict", VERDICTS)):
+        value = filters.get(what)
+        if value and value not in valid:
+            raise one_of(what, value, valid)
+    name = filters.get("candidate")
+    if name and name not in names:
+        raise one_of("candidate", name, names)
 
 
-def build(store: Store, fmt: str, filters: dict[str, str | None], version: str) -> Entry:
+def build(store: Store, fmt: str, filters: dict[str, str | None], version: str, scope: str = "catalog") -> Entry:
     with store.session() as s:
         if fmt == "md":
-            if any(v for k, v in filters.items() if k != "scope"):
-                raise ApiError(422, "invalid_input", "the docs table (/matrix.md) is not filtered; drop the filters, "
-                               "or ask /matrix.csv or /matrix.json for the filtered rows",
-                               field=next(k for k, v in filters.items() if v))
-            table = docs_table.table_rows(s, filters.get("scope") or "catalog")
-            text = table_mod.render(table_mod.frame(table, docs_table.columns(table)), "md")
-            body = text.encode("utf-8")
+            body = docs_table.markdown(s, scope).encode("utf-8")
         else:
-            rows = matrix_rows(s, filters)
+            rows = matrix_rows(s, filters, scope)
             if fmt == "json":
-                body = formats.json_bytes({"matrix_version": version, "filters": filters, "count": len(rows),
-                                           "rows": rows})
+                body = formats.json_bytes({"matrix_version": version, "filters": filters, "scope": scope,
+                                           "count": len(rows), "rows": rows})
             elif fmt == "csv":
                 body = formats.body(formats.Resource(None, "", rows=rows, columns=COLUMNS), "csv")
             else:
@@ -109,48 +136,76 @@ def build(store: Store, fmt: str, filters: dict[str, str | None], version: str) 
                 body = render.page("matrix.html", {
                     "title": "Availability matrix", "rows": rows, "grid": grid(rows), "filters": filters,
                     "choices": {"backend": O.BACKENDS, "mode": MODE_LABELS, "candidate": names,
-                                "outcome": O.OUTCOMES},
+                                "outcome": O.OUTCOMES, "verdict": VERDICTS},
                     "version": version,
                     "formats": {"json": "/matrix.json" + render.qs(**filters),
                                 "csv": "/matrix.csv" + render.qs(**filters), "md": "/matrix.md"},
                 }).encode("utf-8")
-    return Entry(body, formats.MEDIA_TYPES[fmt], etag_for(body))
+    return Entry.of(body, formats.MEDIA_TYPES[fmt])
+
+
+def _enum(valid: tuple[str, ...]) -> dict[str, Any]:
+    return {"enum": ["", *valid]}
+
+
+# The candidate filter's enum is the stored names: api.openapi adds it per matrix version.
+BackendFilter = Annotated[str, Query(description="only this backend (empty: any)", json_schema_extra=_enum(O.BACKENDS))]
+ModeFilter = Annotated[str, Query(description="only this mode; `none` means no mode (empty: any)",
+                                  json_schema_extra=_enum(MODE_LABELS))]
+CandidateFilter = Annotated[str, Query(description="only this stored candidate, by name (empty: any)")]
+OutcomeFilter = Annotated[str, Query(description="only this outcome (empty: any)", json_schema_extra=_enum(O.OUTCOMES))]
+VerdictFilter = Annotated[str, Query(description="only this verdict (empty: any)", json_schema_extra=_enum(VERDICTS))]
+PlatformFilter = Annotated[str, Query(description="only this platform, by key (empty: any)",
+                                      json_schema_extra={"maxLength": 300})]
+ScopeParam = Annotated[str, Query(description="catalog (empty, the default: what the docs publish) or all (ad-hoc "
+                                              "evidence too)", json_schema_extra=_enum(queries.SCOPES))]
 
 
 async def matrix_view(
     request: Request,
     fmt: str,
-    backend: Annotated[str | None, Query(description="only this backend: " + ", ".join(O.BACKENDS))] = None,
-    mode: Annotated[str | None, Query(description="only this mode; `none` means no mode")] = None,
-    candidate: Annotated[str | None, Query(description="only this candidate (by name)")] = None,
-    outcome: Annotated[str | None, Query(description="only this outcome: " + ", ".join(O.OUTCOMES))] = None,
-    platform: Annotated[str | None, Query(description="only this platform (its key)")] = None,
-    scope: Annotated[str | None, Query(description="catalog (default: what the docs publish) or all (ad-hoc "
-                                                   "evidence too)")] = None,
+    backend: BackendFilter = "",
+    mode: ModeFilter = "",
+    candidate: CandidateFilter = "",
+    outcome: OutcomeFilter = "",
+    verdict: VerdictFilter = "",
+    platform: PlatformFilter = "",
+    scope: ScopeParam = "",
     if_none_match: Annotated[str | None, Header(description="an ETag of an earlier answer: 304 if unchanged")]
     = None,
 ) -> Response:
-    filters = _check_filters(backend, mode, candidate, outcome, platform, scope)
     state = request.app.state
-    cache = state.matrix_cache
-    version = cache.version() if cache.local else await run_in_threadpool(cache.version)
-    key = (fmt, *(filters[k] for k in FILTER_NAMES))
-    entry = state.matrix_cache.get(version, key)
-    if entry is None:
-        entry = await run_in_threadpool(build, state.store, fmt, filters, version)
-        state.matrix_cache.put(version, key, entry)
-    headers = {"ETag": entry.etag, "Cache-Control": "no-cache"}
-    if fmt == formats.HTML:
-        headers.update(formats.HTML_SECURITY)
-    if etag_matches(if_none_match, entry.etag):
-        return Response(status_code=304, headers=headers)
-    return Response(entry.body, status_code=entry.status, media_type=entry.media_type, headers=headers)
+    if fmt == "md":
+        given = [k for k in FILTER_NAMES if request.query_params.get(k)]
+        if given:
+            raise ApiError(422, "invalid_input", "the docs table (/matrix.md) is not filtered; drop the filters, "
+                           "or ask /matrix.csv or /matrix.json for the filtered rows", field=given[0])
+    filters: dict[str, str | None] = {"backend": backend or None, "mode": mode or None,
+                                      "candidate": candidate or None, "outcome": outcome or None,
+                                      "verdict": verdict or None, "platform": platform or None}
+    if scope and scope not in queries.SCOPES:
+        raise one_of("scope", scope, queries.SCOPES)
+    the_scope = scope or "catalog"
+    version = await cache_mod.version(request)
+    names: list[str] = []
+    if filters["candidate"]:
+        names = await cache_mod.memo(request, version, ("names",), lambda: stored_names(state.store))
+    check_filters(filters, names)
+    if filters["platform"]:
+        keys = await cache_mod.memo(request, version, ("platforms",), lambda: stored_platforms(state.store))
+        if filters["platform"] not in keys:
+            raise one_of("platform", filters["platform"], keys)
+    key = ("matrix", fmt, the_scope, *filters.values())
+    entry = await cache_mod.memo(request, version, key,
+                                 lambda: build(state.store, fmt, filters, version, the_scope))
+    return cache_mod.answer(entry, if_none_match)
 
 
 def routes(router: APIRouter) -> None:
     formats.add_resource(
         router, "/matrix", matrix_view, name="matrix", summary="The Availability matrix",
         json_model=MatrixResponse, errors={422: ERRORS[422], 304: {"description": "If-None-Match matched: unchanged"}},
+        drop={"md": FILTER_NAMES},
         descriptions={
             "json": "every candidate x backend x mode: outcome, verdict (live or stub-derived), provenance, "
                     "and the run that is its evidence",

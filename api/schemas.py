@@ -52,20 +52,26 @@ class MatrixRow(Open):
 
 class MatrixResponse(BaseModel):
     matrix_version: str
-    filters: dict[str, str | None]
+    filters: dict[str, str | None] = Field(description="the filters applied (null: any)")
     count: int
     rows: list[MatrixRow]
 
 
 class CandidatesResponse(BaseModel):
-    candidates: list[Open]
+    candidates: list[Open] = Field(description="one page of candidates, in catalog order")
+    total: int = Field(description="how many candidates are stored")
+    next: int | None = Field(description="`_next` of the following page; null on the last page")
+    next_url: str | None = Field(description="the following page; null on the last page")
 
 
 class CandidateResponse(BaseModel):
     candidate: Open
     latest: Open | None
-    last_attempt: Open | None
-    runs: list[Open]
+    last_attempt: Open | None = Field(description="the newest run, whatever its status")
+    runs: list[Open] = Field(description="one page of the candidate's runs, newest first")
+    runs_total: int = Field(description="how many runs the candidate has")
+    next: int | None = Field(description="`_next` of the following page of runs; null on the last page")
+    next_url: str | None = Field(description="the following page of runs; null on the last page")
 
 
 class RunResponse(BaseModel):
@@ -101,8 +107,10 @@ class DiffResponse(Open):
 class UploadResponse(BaseModel):
     run_id: int
     created: bool = Field(description="false: this exact report was already stored (nothing was added)")
-    candidate: str
+    candidate: str = Field(description="the candidate the run is stored under")
     url: str
+    note: str | None = Field(description="for a duplicate: where it is already stored, and that the candidate "
+                                         "asked for was not used; null for a new run")
 
 
 class Health(BaseModel):

@@ -7,9 +7,19 @@
   Content-Length over it is refused before reading, and the body is counted
   while it is read (a chunked upload has no Content-Length).
 - A report that is not UTF-8 JSON, or does not match the schema: 422, ``field``
-  naming the first failing field (``modes.3.outcome``).
-- The same report again: 200 with the run id it already has. A new one: 201
-  with the new run id (``Location: /runs/{id}``).
+  naming the first failing field (``modes.3.outcome``). The upload holds a
+  report to its JSON Schema exactly (:func:`check_types`): JSON types as
+  declared (no ``false`` for a number, no ``"1"`` for an integer) and integers
+  that fit in 64 bits, as ``/openapi.json`` says.
+- A body that has not arrived whole within ``body_timeout`` seconds (default
+  60; ``$SURVEY_BODY_TIMEOUT``): 408, and the connection is closed. A client
+  that goes away mid-upload is let go quietly (nothing stored, nothing logged).
+- ``candidate`` and ``label`` follow :mod:`api.names` (no control, bidi or
+  invisible characters; 1 to 200 and 400 characters): 422 naming the field.
+- The same report again: 200 with the run id it already has and a ``note``
+  saying under which candidate it is stored (the ``candidate`` asked for is not
+  used: a report is stored once). A new one: 201 with the new run id
+  (``Location: /runs/{id}``).
 
 ``survey.ingest.ingest`` stores a report in one transaction, so nothing partial
 is ever stored.
@@ -18,20 +28,28 @@ is ever stored.
 from __future__ import annotations
 
 import hmac
-from typing import Annotated
+import json
+from typing import Annotated, Any
 
+import anyio
 from fastapi import APIRouter, Depends, Query, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+from pydantic import BaseModel, ValidationError
 from starlette.concurrency import run_in_threadpool
+from starlette.requests import ClientDisconnect
 from starlette.responses import Response
 
-from api import formats
+from api import formats, names
 from api.errors import ApiError
 from api.schemas import ErrorResponse, UploadResponse
 from db.store import Store
 from survey.ingest import IngestResult, ingest
+from survey.report import Report
+
+INT_MIN, INT_MAX = -(2**63), 2**63 - 1  # what the store's INTEGER columns hold
 
 DEFAULT_MAX_UPLOAD_BYTES = 8 * 1024 * 1024
+DEFAULT_BODY_TIMEOUT_S = 60.0
 MAX_CANDIDATE = 200  # db.models.Candidate.name
 MAX_LABEL = 400  # db.models.Candidate.label
 
@@ -56,7 +74,13 @@ def too_large(limit: int) -> ApiError:
                          "the server's limit (SURVEY_MAX_UPLOAD_BYTES)")
 
 
-async def read_body(request: Request, limit: int) -> bytes:
+class ClientGone(Exception):
+    """The client went away before its body arrived: there is no one to answer."""
+
+
+async def read_body(request: Request, limit: int, timeout: float) -> bytes:
+    """The whole body, at most ``limit`` bytes, within ``timeout`` seconds in all
+    (a deadline, not an idle timer: a body sent a byte at a time still ends)."""
     declared = request.headers.get("content-length")
     if declared is not None:
         try:
@@ -67,46 +91,111 @@ async def read_body(request: Request, limit: int) -> bytes:
             raise too_large(limit)
     chunks = []
     size = 0
-    async for chunk in request.stream():
-        size += len(chunk)
-        if size > limit:
-            raise too_large(limit)
-        chunks.append(chunk)
+    with anyio.move_on_after(timeout) as scope:
+        try:
+            async for chunk in request.stream():
+                size += len(chunk)
+                if size > limit:
+                    raise too_large(limit)
+                chunks.append(chunk)
+        except ClientDisconnect:
+            raise ClientGone()
+    if scope.cancelled_caught:
+        raise ApiError(408, "request_timeout", f"the request body did not arrive within {timeout:g} s "
+                       f"({size} bytes came)", field="body", headers={"Connection": "close"},
+                       hint="send the report in one go (curl --data-binary @report.json); the server's limit is "
+                            "SURVEY_BODY_TIMEOUT")
     return b"".join(chunks)
 
 
-def _param(value: str | None, field: str, limit: int) -> str | None:
-    if value is None:
-        return None
-    if not value.strip() or len(value) > limit or any(ord(c) < 32 for c in value):
-        raise ApiError(422, "invalid_input", f"{field}: 1 to {limit} printable characters", field=field)
-    return value
+def _wide_int(value: Any, where: str) -> str | None:
+    """The first declared integer field (dotted) of a validated model outside 64 bits."""
+    if isinstance(value, BaseModel):
+        for name in type(value).model_fields:
+            bad = _wide_int(getattr(value, name), f"{where}.{name}" if where else name)
+            if bad:
+                return bad
+    elif isinstance(value, list):
+        for i, x in enumerate(value):
+            bad = _wide_int(x, f"{where}.{i}")
+            if bad:
+                return bad
+    elif isinstance(value, int) and not isinstance(value, bool) and not INT_MIN <= value <= INT_MAX:
+        return where
+    return None
+
+
+def check_types(raw: bytes) -> None:
+    """422 for a report that the lenient reading (``survey.ingest``) would take but its
+    JSON Schema does not: a value of another JSON type (pydantic's lax mode turns
+    ``false`` into 0.0 and ``"3"`` into 3) or an integer wider than 64 bits. A report
+    invalid either way is left to ``ingest``, whose message names the first field."""
+    try:
+        data = json.loads(raw)
+        lax = Report.model_validate(data)
+    except (ValueError, RecursionError, ValidationError):
+        return
+    try:
+        Report.model_validate(data, strict=True)
+    except ValidationError as e:
+        # JSON Schema counts 3.0 as an integer; pydantic's strict mode does not.
+        errs = [x for x in e.errors() if not (x["type"] == "int_type" and isinstance(x.get("input"), float)
+                                              and x["input"].is_integer())]
+        if errs:
+            err = errs[0]
+            loc = ".".join(str(x) for x in err["loc"]) or "(root)"
+            raise ApiError(422, "invalid_report",
+                           f"{loc}: {err['msg']} (a {type(err.get('input')).__name__} was given)", field=loc)
+    wide = _wide_int(lax, "")
+    if wide:
+        raise ApiError(422, "invalid_report", f"{wide}: an integer outside 64 bits", field=wide)
 
 
 def store_report(store: Store, raw: bytes, candidate: str | None, label: str | None) -> IngestResult:
+    check_types(raw)
     with store.session() as s:
-        return ingest(s, raw, candidate=candidate, label=label, source="upload")
+        try:
+            return ingest(s, raw, candidate=candidate, label=label, source="upload")
+        except RecursionError:  # json.loads of arrays/objects nested past the interpreter's limit
+            raise ApiError(422, "invalid_report", "not a probe report: JSON nested too deep to read")
+
+
+def note(res: IngestResult, asked: str | None) -> str | None:
+    if res.created:
+        return None
+    text = f"this report is already stored as run #{res.run_id} under candidate {res.candidate!r}; nothing was added"
+    if asked is not None and asked != res.candidate:
+        text += f" (the candidate asked for, {asked!r}, was not used: a report is stored once)"
+    return text
 
 
 async def upload(
     request: Request,
     creds: Annotated[HTTPAuthorizationCredentials | None, Depends(bearer)],
-    candidate: Annotated[str | None, Query(description="store it under this candidate name (default: "
-                                                       "HOST.DISTRIBUTION-VERSION from the report)")] = None,
-    label: Annotated[str | None, Query(description="the candidate's docs label")] = None,
+    candidate: Annotated[str | None, Query(
+        description="store it under this candidate name (default: HOST.DISTRIBUTION-VERSION from the report); "
+                    f"1 to {MAX_CANDIDATE} characters, {names.RULE}",
+        json_schema_extra={"minLength": 1, "maxLength": MAX_CANDIDATE, "pattern": names.PATTERN})] = None,
+    label: Annotated[str | None, Query(
+        description=f"the candidate's docs label; 1 to {MAX_LABEL} characters, {names.RULE}",
+        json_schema_extra={"minLength": 1, "maxLength": MAX_LABEL, "pattern": names.PATTERN})] = None,
 ) -> Response:
     settings = request.app.state.settings
     authorize(settings.token, creds)
-    raw = await read_body(request, settings.max_upload_bytes)
-    candidate = _param(candidate, "candidate", MAX_CANDIDATE)
-    label = _param(label, "label", MAX_LABEL)
+    candidate = names.check(candidate, "candidate", MAX_CANDIDATE)
+    label = names.check(label, "label", MAX_LABEL)
+    try:
+        raw = await read_body(request, settings.max_upload_bytes, settings.body_timeout_s)
+    except ClientGone:
+        return Response(status_code=400)  # never delivered: the client is gone
     try:
         raw.decode("utf-8")
     except UnicodeDecodeError as e:
         raise ApiError(422, "invalid_report", f"not UTF-8 text: {e}", field=None)
     res = await run_in_threadpool(store_report, request.app.state.store, raw, candidate, label)
     url = f"/runs/{res.run_id}"
-    body = {"run_id": res.run_id, "created": res.created, "candidate": res.candidate, "url": url}
+    body = {"run_id": res.run_id, "created": res.created, "candidate": res.candidate, "url": url,
+            "note": note(res, candidate)}
     return Response(formats.json_bytes(body), status_code=201 if res.created else 200,
                     media_type="application/json", headers={"Location": url} if res.created else {})
 
@@ -121,6 +210,8 @@ def routes(router: APIRouter) -> None:
             200: {"model": UploadResponse, "description": "this exact report was already stored; nothing added"},
             401: {**err, "description": "no token, or not the server's token"},
             403: {**err, "description": "the server was started without a token: no uploads"},
+            400: {**err, "description": "a Content-Length that is not a number"},
+            408: {**err, "description": "the body did not arrive within the server's time limit"},
             413: {**err, "description": "over the size limit"},
             422: {**err, "description": "not a valid probe report; `field` names the first failing field"},
         },

@@ -472,12 +472,10 @@ def serve(
     port: Annotated[int, typer.Option(help="port")] = 8000,
 ) -> None:
     """Serve the matrix and the evidence over HTTP (FastAPI, uvicorn)."""
-    import uvicorn
+    from api import serve as serving
 
-    from api.app import create_app
-
-    store = open_store(db)
-    uvicorn.run(create_app(store), host=host, port=port, log_level="info")
+    serving.check_port(port)  # exit 64; a port in use: exit 69 (api.serve)
+    serving.serve(lambda: open_store(db), host, port)
 
 
 @app.command()

@@ -430,8 +430,21 @@ def markdown(s: Session, scope: str = "catalog", columns: list[str] | None = Non
 
 # ---------------------------------------------------------------------------- Markdown
 def _md_cell(text: str) -> str:
-    return text.replace("\\", "\\\\").replace("|", "\\|").replace("\n", " ") if "|" in text or "\n" in text \
-        else text
+    """A table cell: pipes and newlines cannot break the row, and outside `code` spans
+    ``& < >`` are entities, so evidence text (a label, an error) can never be HTML in docs."""
+    if "|" in text or "\n" in text:
+        text = text.replace("\\", "\\\\").replace("|", "\\|").replace("\n", " ")
+    out, pos = [], 0
+    for mt in _CODE.finditer(text):
+        out.append(_entities(text[pos:mt.start()]))
+        out.append(mt.group(0))
+        pos = mt.end()
+    out.append(_entities(text[pos:]))
+    return "".join(out)
+
+
+def _entities(text: str) -> str:
+    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
 
 
 def pipe_table(headers: list[str], rows: list[list[str]]) -> str:
@@ -493,7 +506,7 @@ def to_markdown(table: DocsTable) -> str:
     if table.notes:
         lines = []
         for i, note in enumerate(table.notes, 1):
-            lines += _wrap(note, f"{i}. ", " " * len(f"{i}. "))
+            lines += _wrap(_md_cell(note), f"{i}. ", " " * len(f"{i}. "))
         out.append("\n".join(lines) + "\n")
     if table.since:
         lines = ["**Since**, from the evidence across releases (ordered by version; catalog candidates only):", ""]

@@ -51,7 +51,8 @@ def _parse_time(text: str | None) -> dt.datetime | None:
         t = dt.datetime.fromisoformat(text)
     except ValueError:
         return None
-    return t if t.tzinfo else t.replace(tzinfo=dt.UTC)
+    # In UTC: SQLite keeps no offset, so 18:21+05:00 stored as is would read back as 18:21+00:00.
+    return t.astimezone(dt.UTC) if t.tzinfo else t.replace(tzinfo=dt.UTC)
 
 
 def validate(raw: bytes | str) -> tuple[Report, dict[str, Any], str]:

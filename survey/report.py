@@ -407,7 +407,7 @@ def parse_report(raw: bytes | str) -> tuple[Report, dict[str, Any]]:
     try:
         data = json.loads(text, parse_constant=_no_constant, parse_float=_finite_float)
     except RecursionError:
-        raise ReportError(f"nested more than {MAX_DEPTH} levels deep", field="(root)") from None
+        raise ReportError(f"nested more than {MAX_DEPTH} levels deep") from None
     except ValueError as e:
         if isinstance(e, ReportError):
             raise

@@ -2,6 +2,13 @@
 
 A docs file carries the table between two marker comments; ``--write`` replaces
 exactly that span (atomically) and ``--check`` reports a diff when it differs.
+
+Cells hold evidence text written by the environments that were probed, so:
+Markdown cells escape ``&``, ``<`` and ``>`` (no HTML reaches a docs page) and
+``|``; CSV text cells that a spreadsheet would read as a formula (starting with
+``=``, ``+``, ``-``, ``@``, a tab or a carriage return) get a leading ``'``
+(OWASP's CSV injection advice). Numbers are left as they are. Lines end in CRLF
+(RFC 4180), so a cell holding a bare CR is quoted too.
 """
 
 from __future__ import annotations
@@ -35,7 +42,17 @@ def frame(rows: list[dict[str, Any]], columns: list[str]) -> pd.DataFrame:
 
 def _md_cell(value: Any) -> str:
     text = "" if value is None else str(value)
-    return text.replace("|", "\\|").replace("\n", " ")
+    text = text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+    return text.replace("|", "\\|").replace("\r\n", " ").replace("\n", " ").replace("\r", " ")
+
+
+FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
+
+
+def _csv_cell(value: Any) -> Any:
+    if isinstance(value, str) and value.startswith(FORMULA_START):
+        return "'" + value
+    return value
 
 
 def render(df: pd.DataFrame, fmt: str) -> str:
@@ -44,9 +61,12 @@ def render(df: pd.DataFrame, fmt: str) -> str:
         return str(docs.markdown() if fmt == "md" else docs.html())
     if fmt == "md":
         safe = df.map(_md_cell)
+        safe.columns = [_md_cell(c) for c in df.columns]
         return safe.to_markdown(index=False, tablefmt="pipe") + "\n"
     if fmt == "csv":
-        return df.to_csv(index=False)
+        safe = df.map(_csv_cell)
+        safe.columns = [_csv_cell(c) for c in df.columns]
+        return safe.to_csv(index=False, lineterminator="\r\n")  # RFC 4180; and a cell holding CR is quoted
     if fmt == "json":
         return json.dumps(df.to_dict(orient="records"), indent=1) + "\n"
     if fmt == "html":

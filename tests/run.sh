@@ -2,7 +2,8 @@
 # Set up and run proton-survey's tests on a fresh machine. `.ci/run` calls this.
 #
 #   tests/run.sh            every tier: lint, types, fast, integration (real PyPI triton
-#                           wheels), podman (real images), browser (chromium)
+#                           wheels), podman (real images), browser (chromium), schemathesis
+#                           (the service against its OpenAPI document, ~10,000 cases)
 #   tests/run.sh --fast     the fast tier only (no downloads beyond the Python deps and,
 #                           when missing, Debian's postgresql: store tests run on SQLite and PostgreSQL)
 #   tests/run.sh ... ARGS   extra arguments go to pytest
@@ -41,7 +42,7 @@ python3 -m venv .venv
 .venv/bin/python -m pip install -q -e ".[test,browser,bench]"
 
 if [ "$fast" = 1 ]; then
-  exec .venv/bin/python -m pytest -m "not integration and not podman and not browser" "$@"
+  exec .venv/bin/python -m pytest -m "not integration and not podman and not browser and not schemathesis" "$@"
 fi
 
 # System packages for the podman and browser tiers (Debian): podman + runc for real

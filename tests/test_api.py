@@ -377,7 +377,7 @@ def test_candidates(client: Client, filled_store: Store) -> None:
         assert c["status"] == "measured" and c["latest_run"] == ids[c["name"]] and c["runs"] == 1
         assert c["url"] == f"/candidates/{c['name']}"
     md = client.get("/candidates.md").text
-    assert md.splitlines()[0].startswith("| scope ") and all(n in md for n in names)
+    assert md.splitlines()[0].startswith("| name ") and all(n in md for n in names)
     rows = list(csv.DictReader(io.StringIO(client.get("/candidates.csv").text)))
     assert [r["name"] for r in rows] == names
     page = Text(client.get("/candidates").text).text
@@ -675,7 +675,8 @@ def test_upload_new_then_duplicate(store: Store, make_client: Any) -> None:
     assert cand["label"] == "Triton 3.9.0 (upload)"
 
     again = c.upload(raw)
-    assert again.status_code == 200 and again.json() == {**body, "created": False}
+    note = "this report is already stored as run #1 under candidate 'gpu-host.triton-3.9.0'; nothing was added"
+    assert again.status_code == 200 and again.json() == {**body, "created": False, "note": note}
     assert "location" not in again.headers
     assert run_count(store) == 1
     # Without a candidate name the report's own host and Triton name it.
