@@ -13,6 +13,7 @@ no-cache``): the version can change at any moment.
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import sqlite3
 import threading
@@ -73,6 +74,7 @@ class MatrixCache:
         self._lock = threading.Lock()
         self._version: str | None = None
         self._entries: OrderedDict[Hashable, Any] = OrderedDict()
+        self.inflight: dict[Hashable, asyncio.Future[Any]] = {}  # (version, key) being computed (event loop only)
         self._sql = text("SELECT value FROM meta WHERE key = :key")
         self._raw: sqlite3.Connection | None = None
         self._raw_lock = threading.Lock()
@@ -131,12 +133,28 @@ async def version(request: Request) -> str:
 
 
 async def memo(request: Request, version_: str, key: Hashable, compute: Callable[[], Any]) -> Any:
-    """``compute()`` (run in a worker thread) once per matrix version."""
+    """``compute()`` (run in a worker thread) once per matrix version. Requests that miss
+    while it runs wait for that one computation instead of starting their own."""
     cache: MatrixCache = request.app.state.matrix_cache
     value = cache.get(version_, key)
-    if value is None:
+    if value is not None:
+        return value
+    running = cache.inflight.get((version_, key))
+    if running is not None:
+        return await asyncio.shield(running)
+    future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+    cache.inflight[(version_, key)] = future
+    try:
         value = await run_in_threadpool(compute)
+    except BaseException as e:
+        future.set_exception(e)
+        future.exception()  # retrieved: waiters re-raise it, nobody logs "never retrieved"
+        raise
+    else:
         cache.put(version_, key, value)
+        future.set_result(value)
+    finally:
+        cache.inflight.pop((version_, key), None)
     return value
 
 

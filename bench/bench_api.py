@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""The service's /matrix.json under load, against datasette serving the same SQLite file.
+"""The service's /matrix.json under load, against datasette serving the same SQLite file;
+and what the per-version cache buys /check.json and /candidates.json.
 
 Both servers run as their users start them (``survey serve``; ``datasette serve``
 with a canned query that returns the matrix rows: the latest complete run of each
@@ -8,6 +9,10 @@ verdict), on loopback, one after the other, and are driven by the same ``wrk``
 command. Printed: requests/s and p99 latency of each, and their ratios. The goal
 is a ratio (``--goal``: our requests/s over datasette's), never a time; the exit
 status is 1 when it is not met.
+
+``/check.json`` and ``/candidates.json`` are cached per matrix version too: each is
+driven by the same ``wrk`` command, and set against the time the same answer takes
+to compute in-process without the cache (median of 20), as a ratio.
 
     python bench/bench_api.py [--db PATH] [--duration 10] [--connections 32] [--threads 1] [--rounds 1]
                               [--goal 3] [--output FILE]
@@ -152,6 +157,37 @@ def wrk(url, args, headers=()):
             "socket_errors": sock.group(0) if sock else None, "raw": out}
 
 
+CACHED = {
+    "check": "/check.json?target=triton-3.9.0&backend=rocprofiler&mode=pcsampling",
+    "candidates": "/candidates.json",
+}
+
+
+def uncached_ms(db):
+    """Milliseconds to compute each CACHED answer without the cache (in-process, median of 20)."""
+    from api.candidates import candidate_rows
+    from api.check import answer
+    from api.formats import json_bytes
+    from db.store import Store
+
+    store = Store(f"sqlite:///{db}")
+    work = {
+        "check": lambda s: json_bytes(answer(s, "triton-3.9.0", "rocprofiler", "pcsampling")),
+        "candidates": lambda s: json_bytes({"candidates": candidate_rows(s)}),
+    }
+    out = {}
+    for key, fn in work.items():
+        times = []
+        for _ in range(20):
+            t0 = time.perf_counter()
+            with store.session() as s:
+                fn(s)
+            times.append((time.perf_counter() - t0) * 1e3)
+        out[key] = statistics.median(times)
+    store.close()
+    return out
+
+
 def median_of(results):
     return {
         "rps": statistics.median(r["rps"] for r in results),
@@ -200,7 +236,7 @@ def main():
         ds = Server("datasette", [datasette, "serve", db, "-p", str(p_ds), "-m", meta],
                     f"http://127.0.0.1:{p_ds}/-/versions.json", work)
 
-        results = {"ours": [], "ours_304": [], "datasette": []}
+        results = {"ours": [], "ours_304": [], "datasette": [], **{k: [] for k in CACHED}}
         shape = {}
         for _round in range(args.rounds):
             with ours:
@@ -217,6 +253,8 @@ def main():
                     raise SystemExit(f"If-None-Match did not give 304 (got {status})")
                 results["ours"].append(wrk(ours_url, args))
                 results["ours_304"].append(wrk(ours_url, args, headers=[f"If-None-Match: {etag}"]))
+                for key, path in CACHED.items():
+                    results[key].append(wrk(f"http://127.0.0.1:{p_ours}{path}", args))
             with ds:
                 _, _, body = get(ds_url)
                 shape["datasette_rows"] = len(json.loads(body))
@@ -224,6 +262,8 @@ def main():
                 results["datasette"].append(wrk(ds_url, args))
 
         fig = {k: median_of(v) for k, v in results.items()}
+        compute_ms = uncached_ms(db)
+        cache_ratio = {k: fig[k]["rps"] / (1000.0 / compute_ms[k]) for k in CACHED}
         ratio_rps = fig["ours"]["rps"] / fig["datasette"]["rps"]
         ratio_p99 = fig["datasette"]["p99_ms"] / fig["ours"]["p99_ms"]
         report = {
@@ -236,6 +276,8 @@ def main():
             "ratio_p99": ratio_p99,
             "goal_rps_ratio": args.goal,
             "goal_met": ratio_rps >= args.goal,
+            "uncached_ms": compute_ms,
+            "cached_over_uncached_rps": cache_ratio,
         }
         print(f"store: {db} ({shape['ours_rows']} matrix rows; datasette's query: {shape['datasette_rows']} rows)")
         print(f"load: wrk -t{args.threads} -c{args.connections} -d{args.duration}s, {args.rounds} round(s), "
@@ -246,6 +288,10 @@ def main():
             f = fig[key]
             print(f"{label:34} {f['rps']:>10.0f} {f['p50_ms']:>9.2f} {f['p99_ms']:>9.2f} {f['non_2xx_3xx']:>12}")
         print(f"ratio req/s (survey / datasette): {ratio_rps:.1f}x   ratio p99 (datasette / survey): {ratio_p99:.1f}x")
+        for key, path in CACHED.items():
+            print(f"survey {path} (200, cached): {fig[key]['rps']:.0f} req/s, p99 {fig[key]['p99_ms']:.2f} ms; "
+                  f"computing it without the cache takes {compute_ms[key]:.1f} ms "
+                  f"({1000.0 / compute_ms[key]:.0f}/s in-process): {cache_ratio[key]:.1f}x")
         print(f"goal: survey >= {args.goal:.1f}x datasette's req/s: {'met' if report['goal_met'] else 'NOT met'}")
         if args.output:
             with open(args.output, "w") as f:
