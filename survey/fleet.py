@@ -574,10 +574,11 @@ def run_fleet(
     if remote_jobs:
         from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
-        board = ray.remote(Board).options(
-            num_cpus=0, max_restarts=0,
-            scheduling_strategy=NodeAffinitySchedulingStrategy(ray.get_runtime_context().get_node_id(), soft=True),
-        ).remote()
+        try:  # next to the driver, where it can be (a Ray Client driver has no node of its own)
+            strategy: Any = NodeAffinitySchedulingStrategy(ray.get_runtime_context().get_node_id(), soft=True)
+        except Exception:
+            strategy = "DEFAULT"
+        board = ray.remote(Board).options(num_cpus=0, max_restarts=0, scheduling_strategy=strategy).remote()
     task = ray.remote(_remote_probe)
     refs: dict[Any, Job] = {}
     now = time.time()

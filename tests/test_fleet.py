@@ -307,6 +307,14 @@ def test_a_fleet_survey_places_stores_and_skips(cluster: Any, candidates: dict[s
         ("other", here, "complete", 1, 1),
         ("plain", here, "complete", 1, 1),
     ]
+    # --force probes everything again; one environment measured twice in one survey is stored once
+    r = survey_cli("run", "--ray", cluster.address, "--catalog", str(path), "--db", store_url, "--no-table", "--force")
+    assert r.returncode == 0, r
+    assert "survey: 1 failed, 1 not run, 3 probed, 1 unchanged, 1 unobtainable" in r.stderr, r.stderr
+    assert [row[:3] for row in db_rows(store, RUNS)] == [
+        ("broken", MI300X, "failed"), ("here", here, "complete"), ("here", here, "complete"),
+        ("missing", H200, "unobtainable"), ("other", here, "complete"), ("other", here, "complete"),
+        ("plain", here, "complete"), ("plain", here, "complete")]
 
 
 def run_in_thread(fn: Any) -> tuple[threading.Thread, dict[str, Any]]:
