@@ -21,10 +21,6 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote, unquote
 
-from alembic import command
-from alembic.config import Config
-from alembic.runtime.migration import MigrationContext
-from alembic.script import ScriptDirectory
 from sqlalchemy import Connection, Engine, create_engine, event, inspect, text
 from sqlalchemy.engine import URL, make_url
 from sqlalchemy.orm import Session, sessionmaker
@@ -211,7 +207,24 @@ def make_engine(url: str, *, create: bool = True) -> Engine:
     return engine
 
 
-def alembic_config(connection: Any = None) -> Config:
+# The newest migration. Opening a store already at this revision reads one row and
+# imports no Alembic (half a second of a CLI command); tests/test_db.py holds this
+# constant to Alembic's own head.
+HEAD_REVISION = "0002"
+
+
+def _at_head(engine: Engine) -> bool:
+    try:
+        with engine.connect() as conn:
+            rows = conn.execute(text("SELECT version_num FROM alembic_version")).all()
+    except Exception:  # no such table, not a database, ...: the full path says what is wrong
+        return False
+    return [r[0] for r in rows] == [HEAD_REVISION]
+
+
+def alembic_config(connection: Any = None) -> Any:
+    from alembic.config import Config
+
     cfg = Config()
     cfg.set_main_option("script_location", str(MIGRATIONS))
     if connection is not None:
@@ -220,12 +233,16 @@ def alembic_config(connection: Any = None) -> Config:
 
 
 def head_revision() -> str:
+    from alembic.script import ScriptDirectory
+
     head = ScriptDirectory.from_config(alembic_config()).get_current_head()
     assert head is not None
     return head
 
 
 def current_revision(engine: Engine) -> str | None:
+    from alembic.runtime.migration import MigrationContext
+
     with engine.connect() as conn:
         return MigrationContext.configure(conn).get_current_revision()
 
@@ -250,6 +267,12 @@ def _lock_schema(conn: Connection) -> None:
 def ensure_schema(engine: Engine, *, create: bool = True) -> str:
     """Upgrade to head; refuse a database from a newer proton-survey, a foreign one,
     and (without ``create``) one that holds no proton-survey store at all."""
+    if _at_head(engine):
+        return HEAD_REVISION
+    from alembic import command
+    from alembic.runtime.migration import MigrationContext
+    from alembic.script import ScriptDirectory
+
     script = ScriptDirectory.from_config(alembic_config())
     known = {rev.revision for rev in script.walk_revisions()}
     head = script.get_current_head()

@@ -44,7 +44,7 @@ from survey.verdicts import ModeVerdict, run_verdicts
 YES, NO, UNKNOWN, NOT_APPLICABLE = "yes", "no", "unknown", "not_applicable"
 CAUSES = ("no_triton", "backend_absent", "mode_refused", "library_missing", "capture_failed", "capture_empty",
           "disabled", "devices_env_rejected", "unstable", "crashed", "hung", "unrecognised_error", "no_gpu",
-          "not_checked", "not_probed")
+          "not_checked", "not_probed", "unobtainable")
 
 
 @dataclass
@@ -353,8 +353,8 @@ def _not_obtained(store: Store, t: targets.Target, target: str, backend: str, mo
                        error=e.message + (f"\n{e.hint}" if e.hint else ""), platform=here, scope=t.scope)
         cand = queries.get_candidate(s, t.name)
         run = queries.latest_complete(s, cand.id, here.key)
-        if run is None:
-            return CheckResult(exitcodes.NOT_ENOUGH_EVIDENCE, "not_enough_evidence", "not_probed",
+        if run is None:  # the same exit as any target that cannot be obtained here (7)
+            return CheckResult(e.exit_code, "not_enough_evidence", "unobtainable",
                                f"{target} cannot be obtained here: {cause}",
                                "probe it where it can be obtained and `survey ingest` the report", target, backend,
                                mode, candidate=t.name, platform=here.key)

@@ -5,24 +5,31 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
-from typing import Annotated, Any, Optional
+from typing import TYPE_CHECKING, Annotated, Any, Optional
 
 import typer
 from rich.console import Console
 from rich.markup import escape
-from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
-from rich.table import Table
 
 try:  # Typer >= 0.20 vendors click
     from typer._click.exceptions import UsageError
 except ImportError:  # pragma: no cover
     from click.exceptions import UsageError  # type: ignore[assignment]
 
-from db.store import NewerDatabaseError, Store, StoreError
-from survey import catalog as catalog_mod
-from survey import docs_table, exitcodes, probe_run, queries
-from survey import table as table_mod
-from survey.errors import InputError, StoreUnusable, SurveyError, UnknownTarget
+from survey import exitcodes
+from survey.errors import InputError, StoreUnusable, SurveyError, UnknownTarget, UsageProblem, choose
+from survey.lazy import lazy
+
+if TYPE_CHECKING:
+    from db.store import Store
+
+# Loaded on first use: `survey --help` must not import pandas, SQLAlchemy or Alembic.
+catalog_mod = lazy("survey.catalog")
+docs_table = lazy("survey.docs_table")
+probe_run = lazy("survey.probe_run")
+queries = lazy("survey.queries")
+table_mod = lazy("survey.table")
+store_mod = lazy("db.store")
 
 app = typer.Typer(
     add_completion=False,
@@ -45,10 +52,8 @@ def open_store(db: str | None, *, create: bool = True) -> Store:
     """The store at ``db``; commands that only read it pass ``create=False``, so a
     mistyped --db is an error instead of a new, empty store."""
     try:
-        return Store(db, create=create)
-    except NewerDatabaseError as e:
-        raise StoreUnusable(str(e))
-    except StoreError as e:
+        return store_mod.Store(db, create=create)
+    except store_mod.StoreError as e:  # NewerDatabaseError, NoStoreError, ...
         raise StoreUnusable(str(e))
 
 
@@ -60,28 +65,57 @@ def run(
     only: Annotated[Optional[list[str]], typer.Option("--only", help="survey only these candidates")] = None,
     jobs: Annotated[int, typer.Option(help="candidates obtained and probed at once")] = 2,
     force: Annotated[bool, typer.Option(help="probe again even when nothing changed")] = False,
+    retry_unobtainable: Annotated[bool, typer.Option(
+        help="try unobtainable candidates again now (default: after 6 hours)")] = False,
     timeout: TimeoutOpt = 60.0,
     engine: Annotated[Optional[str], typer.Option(help="container engine: podman or docker (default: detect)")] = None,
     pull: Annotated[str, typer.Option(help="image pull policy: never, missing, always")] = "missing",
     table: Annotated[bool, typer.Option(help="print the Availability table at the end")] = True,
+    aorta_environments: Annotated[Optional[list[Path]], typer.Option(
+        "--aorta-environments", metavar="FILE",
+        help="survey aorta's environments (venvs, images) with this sidecar file's added, as candidates "
+             "aorta:NAME (repeatable; the catalog only with --catalog)")] = None,
+    aorta_registry: Annotated[bool, typer.Option(
+        "--aorta-registry", help="survey aorta's environments (built-ins and entry points) without a sidecar "
+                                 "file")] = False,
     ray: Annotated[Optional[str], typer.Option(
         "--ray", metavar="ADDRESS",
         help="survey a Ray cluster (auto: the one this machine belongs to, HOST:6379, ray://HOST:10001): each "
              "candidate is probed on the nodes that offer the platforms its catalog entry names (`survey platform` "
              "on a node prints how it offers its own); this machine stores the reports")] = None,
 ) -> None:
-    """Survey every candidate of the catalog and store the evidence."""
-    from survey.survey_run import Outcome, ProbeSettings, run_survey
+    """Survey every candidate of the catalog (or aorta's environments) and store the evidence."""
+    from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
+    from survey.survey_run import RETRY_AFTER_S, Outcome, ProbeSettings, run_survey
+
+    with_aorta = bool(aorta_environments) or aorta_registry
+    if ray is not None and with_aorta:
+        raise UsageProblem("--ray surveys the catalog's candidates; survey aorta's environments without it")
     cat = catalog_mod.load(catalog)
-    entries = list(enumerate(cat.candidate))
+    entries = list(enumerate(cat.candidate)) if catalog is not None or not with_aorta else []
+    aorta: list[Any] = []
+    if with_aorta:
+        from survey.aorta_envs import load_environments
+        from survey.aorta_targets import AortaTarget
+
+        aorta = [AortaTarget(env, engine=engine, pull=pull) for env in load_environments(aorta_environments or None)
+                 .values()]
     if only:
-        unknown = sorted(set(only) - set(cat.names()))
+        only = [o.removeprefix("aorta:") for o in only] if aorta else only  # catalog names hold no ':'
+        known = [e.name for _, e in entries] + [t.env.name for t in aorta]
+        unknown = sorted(set(only) - set(known))
         if unknown:
-            raise InputError(f"not in the catalog: {', '.join(unknown)}", hint=f"known: {', '.join(cat.names())}")
+            what = "in the catalog" if not aorta else "among the catalog's or aorta's environments" if entries \
+                else "among aorta's environments"
+            raise InputError(f"not {what}: {', '.join(unknown)}", hint=f"known: {', '.join(known)}")
         entries = [(i, e) for i, e in entries if e.name in only]
+        aorta = [t for t in aorta if t.env.name in only]
+    for t in [t for t in aorta if t.unusable is not None]:
+        err.print(f"{t.name}: skipped ({t.unusable})", markup=False, highlight=False)
+    aorta = [t for t in aorta if t.unusable is None]
     store = open_store(db)
-    settings = ProbeSettings(timeout=timeout, force=force)
+    settings = ProbeSettings(timeout=timeout, force=force, retry_after_s=0.0 if retry_unobtainable else RETRY_AFTER_S)
     colors = {"probed": "green", "unchanged": "cyan", "unobtainable": "yellow", "failed": "red",
               "not run": "magenta"}
     if ray is not None:
@@ -112,7 +146,8 @@ def run(
         tally: dict[str, int] = {}
         for fo in done:
             tally[fo.status] = tally.get(fo.status, 0) + 1
-        err.print("survey: " + ", ".join(f"{n} {k}" for k, n in sorted(tally.items())) + f"  (store: {store.url})")
+        err.print("survey: " + (", ".join(f"{n} {k}" for k, n in sorted(tally.items())) or "nothing to survey")
+                  + f"  (store: {store.url})")
         pairs = sorted({(fo.platform, fo.measured or "") for fo in done if fo.mismatch})
         for advertised, measured in pairs:
             err.print(f"[yellow]note:[/] nodes offering {escape(advertised)} measured {escape(measured)}; reports "
@@ -136,7 +171,8 @@ def run(
     with Progress(SpinnerColumn(), TextColumn("[bold]{task.fields[name]:<28}"), BarColumn(bar_width=None),
                   TextColumn("{task.description}"), TimeElapsedColumn(), console=err,
                   transient=False) as progress:
-        tasks = {e.name: progress.add_task("waiting", total=1, name=e.name) for _, e in entries}
+        names = [e.name for _, e in entries] + [t.name for t in aorta]
+        tasks = {n: progress.add_task("waiting", total=1, name=n) for n in names}
 
         def on_update(name: str, msg: str) -> None:
             progress.update(tasks[name], description=msg)
@@ -149,14 +185,20 @@ def run(
                             description=f"[{c}]{o.status}[/]{run_ref} {escape(first[:90])}")
 
         outcomes = run_survey(store, entries, jobs=jobs, settings=settings, engine=engine, pull=pull,
-                              on_update=on_update, on_done=on_done)
+                              on_update=on_update, on_done=on_done) if entries else []
+        if aorta:
+            from survey.aorta_targets import survey_targets
+
+            outcomes += survey_targets(store, aorta, jobs=jobs, settings=settings, on_update=on_update,
+                                       on_done=on_done)
     counts: dict[str, int] = {}
     for o in outcomes:
         counts[o.status] = counts.get(o.status, 0) + 1
-    err.print("survey: " + ", ".join(f"{n} {k}" for k, n in sorted(counts.items())) + f"  (store: {store.url})")
+    err.print("survey: " + (", ".join(f"{n} {k}" for k, n in sorted(counts.items())) or "nothing to survey")
+              + f"  (store: {store.url})")
     if table:
         with store.session() as s:
-            rows = docs_table.table_rows(s)
+            rows = docs_table.table_rows(s, "all" if aorta else "catalog")
         out.print(table_mod.render(table_mod.frame(rows, docs_table.columns(rows)), "md"), markup=False,
                   highlight=False, soft_wrap=True, end="")
 
@@ -265,7 +307,22 @@ def ingest_cmd(
 # --------------------------------------------------------------------------- table
 @app.command("table")
 def table_cmd(
-    fmt: Annotated[str, typer.Option("--format", help="md, csv, json or html")] = "md",
+    fmt: Annotated[Optional[str], typer.Option(
+        "--format", help="md: the docs table (the default when stdout is not a terminal); html: the same as HTML; "
+                         "grid: environments x backend:mode, symbols and colours (the default on a terminal); "
+                         "csv, json: the matrix rows, one per environment x platform x backend x mode "
+                         "(schema/matrix-rows.v1.schema.json)")] = None,
+    columns: Annotated[Optional[str], typer.Option(
+        "--columns", help="the docs table's columns: a comma list of source, platform, triton, choices, rocprofiler, "
+                          "cupti, roctracer, instrumentation, capture, evidence; or additions to the default "
+                          "(source,triton,choices,rocprofiler) such as +capture,+platform. A column with nothing "
+                          "to show is left out")] = None,
+    width: Annotated[Optional[int], typer.Option(
+        "--width", min=40, help="grid: fit it to this many columns (default: the terminal's width; output that "
+                                "is not a terminal is as wide as the grid)")] = None,
+    documented: Annotated[Optional[Path], typer.Option(
+        "--documented", help="documented claims: a YAML file or a directory of them (default: the packaged "
+                             "survey/documented/)")] = None,
     check: Annotated[Optional[Path], typer.Option(help="exit 1 with a diff if this docs file's table is stale")] = None,
     write: Annotated[Optional[Path], typer.Option(help="replace the table in this docs file (between markers)")] = None,
     show_all: Annotated[bool, typer.Option("--all", help="also ad-hoc evidence (targets checked by path or image, "
@@ -273,13 +330,43 @@ def table_cmd(
     db: DbOpt = None,
 ) -> None:
     """The Availability table (catalog candidates), generated from the evidence."""
-    if fmt not in table_mod.FORMATS:
-        raise InputError(f"unknown format {fmt!r}; one of {', '.join(table_mod.FORMATS)}")
+    formats = ("md", "html", "grid", "csv", "json")
+    if fmt is None:
+        fmt = "md" if (check or write or columns) or not sys.stdout.isatty() else "grid"
+    choose(fmt, formats, "format")
     if (check or write) and fmt != "md":
-        raise InputError("--check and --write work on the Markdown table (--format md)")
+        raise UsageProblem("--check and --write work on the Markdown table (--format md)")
+    if columns is not None and fmt not in ("md", "html"):
+        raise UsageProblem("--columns chooses the docs table's columns (--format md or html)")
+    if width is not None and fmt != "grid":
+        raise UsageProblem("--width fits the terminal grid (--format grid)")
+    keys = docs_table.parse_columns(columns)
+    scope = "all" if show_all else "catalog"
     with open_store(db, create=False).session() as s:
-        rows = docs_table.table_rows(s, "all" if show_all else "catalog")
-    text = table_mod.render(table_mod.frame(rows, docs_table.columns(rows)), fmt)
+        if fmt in ("md", "html"):
+            docs = docs_table.build(s, scope, keys, documented)
+            text = docs.markdown() if fmt == "md" else docs.html()
+        else:
+            from survey import matrix as matrix_mod
+
+            rows = matrix_mod.matrix(s, scope=scope)
+    if fmt == "grid":
+        import os
+
+        from survey import grid
+
+        tty = sys.stdout.isatty()
+        color = tty and not os.environ.get("NO_COLOR")
+        if width is None and tty:
+            width = out.size.width
+        sys.stdout.write(grid.render(rows, width, color))
+        return
+    if fmt in ("csv", "json"):
+        from survey import matrix_schema
+
+        tidy = matrix_schema.tidy(rows)
+        sys.stdout.write(matrix_schema.to_json(tidy) if fmt == "json" else matrix_schema.to_csv(tidy))
+        return
     if check:
         diff = table_mod.check(check, text)
         if diff:
@@ -299,14 +386,23 @@ def table_cmd(
 # --------------------------------------------------------------------------- check
 @app.command("check")
 def check_cmd(
-    target: Annotated[str, typer.Argument(help="a candidate name, an interpreter path or an image")],
+    target: Annotated[Optional[str], typer.Argument(
+        help="a candidate name, an interpreter path or an image; with --recipe and no TARGET each cell is "
+             "checked in the environment it names")] = None,
     backend: Annotated[Optional[str], typer.Option(help="the Proton backend the run will use")] = None,
     mode: Annotated[Optional[str], typer.Option(help="its mode (default: none)")] = None,
-    recipe: Annotated[Optional[Path], typer.Option(help="an aorta recipe; its proton: block says backend and mode")]
-    = None,
+    recipe: Annotated[Optional[Path], typer.Option(
+        help="an aorta recipe: every cell is answered, with its own proton configuration")] = None,
+    aorta_environment: Annotated[Optional[str], typer.Option(
+        "--aorta-environment", metavar="NAME",
+        help="check in this environment of aorta's registry (instead of TARGET), with its env baseline")] = None,
+    aorta_environments: Annotated[Optional[list[Path]], typer.Option(
+        "--aorta-environments", metavar="FILE",
+        help="an aorta sidecar file declaring environments (as `aorta ... --file`); repeatable")] = None,
     catalog: Annotated[Optional[Path], typer.Option(help="catalog used when TARGET must be probed first")] = None,
     timeout: TimeoutOpt = 60.0,
-    output_json: Annotated[bool, typer.Option("--json", help="print the verdict as JSON")] = False,
+    output_json: Annotated[bool, typer.Option("--json", help="print the verdict as JSON (a list with --recipe)")]
+    = False,
     engine: Annotated[Optional[str], typer.Option(help="container engine when TARGET is an image")] = None,
     pull: Annotated[str, typer.Option(help="image pull policy: never, missing, always")] = "missing",
     platform: Annotated[Optional[str], typer.Option(
@@ -314,30 +410,64 @@ def check_cmd(
              "part of one: sm_90, gfx942) instead of resolving TARGET here")] = None,
     db: DbOpt = None,
 ) -> None:
-    """Will a run with this backend and mode work in TARGET? Exit 0 yes, 2 no, 3 not enough evidence."""
+    """Will a run with this backend and mode (or every cell of an aorta recipe) work in TARGET?
+    Exit 0 yes, 2 no (any cell), 3 not enough evidence."""
     from survey import check as check_mod
-    from survey import recipe as recipe_mod
 
+    if target is not None and aorta_environment is not None:
+        raise InputError("give TARGET or --aorta-environment NAME, not both")
+    if recipe is not None and (backend or mode):
+        raise InputError("give --recipe or --backend/--mode, not both")
+    if aorta_environments and target is not None:
+        raise InputError("--aorta-environments names where cells run; with TARGET every cell is checked in TARGET")
     if recipe is not None:
-        if backend or mode:
-            raise InputError("give --recipe or --backend/--mode, not both")
-        block = recipe_mod.load(recipe)
-        backend, mode = block.backend, block.mode
+        from survey import recipe_check
+
+        store = open_store(db)
+        read, cells = recipe_check.check_recipe(
+            store, recipe, target=target, aorta_environment=aorta_environment,
+            environment_files=aorta_environments, catalog=catalog, timeout=timeout, engine=engine, pull=pull,
+            platform=platform, say=lambda m: err.print(m, markup=False))
+        refused = read.aorta_030_refuses
+        if refused:
+            err.print(f"note: amd-aorta 0.3.0 would refuse this recipe: {refused}", markup=False)
+        if output_json:
+            sys.stdout.write(json.dumps([c.as_dict() for c in cells], indent=1) + "\n")
+        else:
+            for style, line in recipe_check.render(cells):
+                out.print(f"[{style}]{escape(line)}[/]" if style else line, markup=bool(style), highlight=False)
+        raise typer.Exit(recipe_check.overall_exit(cells))
     if not backend:
         raise InputError("--backend (or --recipe) is required")
+    if target is None and aorta_environment is None:
+        raise InputError("give TARGET (or --aorta-environment NAME)")
     from probes import outcomes as O
 
-    if backend not in O.BACKENDS:
-        raise InputError(f"unknown backend {backend!r}; one of {', '.join(O.BACKENDS)}")
+    choose(backend, O.BACKENDS, "backend")
+    if mode is not None:
+        modes = (queries.NO_MODE, *(x for x in O.COMMON_MODES if x), *O.INSTRUMENTATION_MODES)
+        choose(mode.split(":", 1)[0], modes, "mode")
     store = open_store(db)
-    result = check_mod.check_target(store, target, backend, queries.mode_from_label(mode),
-                                    catalog_path=catalog, timeout=timeout, engine=engine, pull=pull,
-                                    platform=platform, say=lambda m: err.print(m, markup=False))
+    if aorta_environment is not None:
+        from survey import recipe_check
+        from survey.aorta_envs import load_environments
+
+        at = recipe_check.aorta_target(load_environments(aorta_environments or None), aorta_environment,
+                                       engine=engine, pull=pull)
+        target = at.name
+        result = recipe_check.check_aorta_environment(store, at, backend, queries.mode_from_label(mode),
+                                                      timeout=timeout, platform=platform,
+                                                      say=lambda m: err.print(m, markup=False))
+    else:
+        assert target is not None
+        result = check_mod.check_target(store, target, backend, queries.mode_from_label(mode),
+                                        catalog_path=catalog, timeout=timeout, engine=engine, pull=pull,
+                                        platform=platform, say=lambda m: err.print(m, markup=False))
     if output_json:
         sys.stdout.write(json.dumps(result.as_dict(), indent=1) + "\n")
     else:
         color = {0: "green", 2: "red", 3: "yellow"}.get(result.exit_code, "white")
-        words = {0: "will run", 2: "cannot run it", 3: "not enough evidence"}[result.exit_code]
+        words = {0: "will run", 2: "cannot run it", 3: "not enough evidence"}.get(result.exit_code, "cannot tell here")
         out.print(f"[bold {color}]{words}[/]: {escape(target)} with backend={backend} "
                   f"mode={escape(queries.mode_label(mode))}" + (f" ({result.cause})" if result.cause else ""))
         out.print(f"  reason: {result.reason}", markup=False)
@@ -372,6 +502,8 @@ def diff_cmd(
     if output_json:
         sys.stdout.write(json.dumps(d, indent=1) + "\n")
         raise typer.Exit(code)
+    from rich.table import Table
+
     out.print(f"a: run #{d['a']['run_id']} ({d['a']['candidate']}, {d['a']['date']})", markup=False)
     out.print(f"b: run #{d['b']['run_id']} ({d['b']['candidate']}, {d['b']['date']})", markup=False)
     if d["same"]:
@@ -442,6 +574,23 @@ def serve(
 
     store = open_store(db)
     uvicorn.run(create_app(store), host=host, port=port, log_level="info")
+
+
+@app.command()
+def publish(
+    directory: Annotated[Path, typer.Argument(help="where to write the site (replaced whole)")],
+    db: DbOpt = None,
+) -> None:
+    """Write the matrix, candidates and runs as static files any static host can serve."""
+    from api.publish import publish as publish_site
+
+    store = open_store(db, create=False)
+    try:
+        res = publish_site(store, directory)
+    except OSError as e:
+        raise InputError(f"{directory}: cannot write the site there: {e.strerror or e}")
+    err.print(f"{directory}: {res.pages} files, {res.bytes / 1e6:.1f} MB"
+              + (f"; not published: {', '.join(res.skipped[:5])}" if res.skipped else ""), markup=False)
 
 
 @app.command()

@@ -19,6 +19,24 @@ class SurveyError(Exception):
         self.field = field
 
 
+# ---- usage -----------------------------------------------------------------
+class UsageProblem(SurveyError):
+    """A command line that names no valid choice (a backend, a mode, a format)."""
+
+    exit_code = exitcodes.USAGE
+
+
+def choose(value: str, choices: tuple[str, ...] | list[str], what: str) -> str:
+    """``value`` if it is one of ``choices``, else a usage error that suggests the nearest."""
+    if value in choices:
+        return value
+    import difflib
+
+    near = difflib.get_close_matches(value, list(choices), n=1)
+    hint = f"did you mean {near[0]!r}? " if near else ""
+    raise UsageProblem(f"unknown {what} {value!r}; {hint}one of {', '.join(choices)}", field=what)
+
+
 # ---- bad input -------------------------------------------------------------
 class InputError(SurveyError):
     exit_code = exitcodes.INPUT

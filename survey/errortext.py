@@ -20,7 +20,8 @@ _PATTERNS: tuple[tuple[re.Pattern[str], str], ...] = (
     (re.compile(r"\[(?:[0-9a-fA-F]{0,4}:){2,7}[0-9a-fA-F]{0,4}\](?::\d+)?"), "<ip>"),
     (re.compile(r"(?<![\w.:])(?:[0-9a-fA-F]{1,4}:){3,7}[0-9a-fA-F]{1,4}(?![\w:])"), "<ip>"),
     (re.compile(r"(?<![\w.])(?:\d{1,3}\.){3}\d{1,3}(?::\d{1,5})?(?![\w.])"), "<ip>"),
-    (re.compile(r"\b(?:localhost|127\.0\.0\.1):\d{2,5}\b"), "<host>:<port>"),
+    (re.compile(r"\b(?:localhost|127\.0\.0\.1):\d{1,5}\b"), "<host>:<port>"),
+    (re.compile(r"\bport[= ]+\d{1,5}\b"), "port=<port>"),
     (re.compile(r"\bproton-survey-[0-9a-f]{6,}\b"), "proton-survey-<id>"),
 )
 

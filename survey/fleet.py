@@ -450,6 +450,22 @@ class _Driver:
         if row not in self.finished:
             self.on_update(row, msg)
 
+    def backed_off(self, job: Job) -> bool:
+        """Unobtainable on this platform a short while ago: not tried again yet (as ``survey run``)."""
+        from survey import errortext, queries
+        from survey.survey_run import backed_off
+
+        if self.settings.force:
+            return False
+        last = backed_off(self.store, job.entry.name, self.advertised(job), self.settings.retry_after_s)
+        if last is None:
+            return False
+        ago = queries.age_text(last.last_tried_at or last.finished_at).replace(" old", " ago")
+        self.done(FleetOutcome(job.row, job.entry.name, self.advertised(job), "unobtainable", last.id,
+                               f"not retried (last tried {ago}; --retry-unobtainable tries now): "
+                               f"{errortext.cause(last.error, job.entry.spec())}"))
+        return True
+
     def advertised(self, job: Job) -> str:
         if job.platform is not None:
             return job.platform
@@ -559,6 +575,7 @@ def run_fleet(
     d = _Driver(store, settings, here, on_update, on_done)
     for o in missing:
         d.done(o)
+    todo = [j for j in todo if not d.backed_off(j)]
     if not todo:
         return d.outcomes
     known: dict[str, dict[str, list[str]]] = {}

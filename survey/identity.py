@@ -126,6 +126,8 @@ def environment_of(report: Report) -> EnvironmentId:
 def environment_label(kind: str, doc: dict[str, Any], report: Report | None = None) -> str:
     tri = report.environment.triton if report is not None else None
     triton = f", Triton {tri.version}" if tri is not None and tri.version else ""
+    if doc.get("env"):  # names only: values may be secrets
+        triton += f", with {', '.join(sorted(doc['env']))} set"
     if kind == "image":
         return f"image {doc.get('digest') or doc.get('image_id')}{triton}"
     if kind == "pip":
@@ -137,7 +139,18 @@ def environment_label(kind: str, doc: dict[str, Any], report: Report | None = No
 
 
 def identity_of_resolved(kind: str, resolved: dict[str, Any]) -> dict[str, Any]:
-    """The identity document of what a launcher obtained (see Resolved.identity_doc)."""
+    """The identity document of what a launcher obtained (see Resolved.identity_doc).
+
+    Baseline variables the launcher applies (``env``, an aorta environment's) are
+    part of it when there are any: the same venv with another baseline is another
+    environment; without one the document is what it always was."""
+    doc = _identity_of_resolved(kind, resolved)
+    if resolved.get("env"):
+        doc["env"] = dict(sorted(resolved["env"].items()))
+    return doc
+
+
+def _identity_of_resolved(kind: str, resolved: dict[str, Any]) -> dict[str, Any]:
     if kind == "python":
         return {"kind": "interpreter", "prefix": resolved.get("prefix"), "python": resolved.get("python"),
                 "machine": resolved.get("machine"), "distributions": resolved.get("distributions", [])}

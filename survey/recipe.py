@@ -450,32 +450,3 @@ def distinct_configurations(recipe: Recipe) -> list[Configuration]:
         if c.proton is not None:
             groups.setdefault((c.proton, c.environment), []).append(c.name)
     return [Configuration(proton=p, environment=e, cells=tuple(names)) for (p, e), names in groups.items()]
-
-
-# --------------------------------------------------------------------------- survey check --recipe (until rewired)
-@dataclass
-class ProtonBlock:
-    backend: str
-    mode: Optional[str]
-    source: str
-
-
-def load(path: str | Path) -> ProtonBlock:
-    """The one explicit (backend, mode) of a recipe, for ``survey check --recipe``
-    as it is wired today. Refuses recipes with several configurations or
-    ``backend: auto``, which need the per-cell check."""
-    recipe = load_recipe(path)
-    configs = distinct_configurations(recipe)
-    if not configs:
-        raise RecipeError(f"{recipe.source}: no cell collects with proton", field="collect")
-    pairs = {(c.proton.backend, c.proton.mode) for c in configs}
-    if len(pairs) > 1:
-        listed = ", ".join(f"{b}/{m or 'no mode'}" for b, m in sorted(pairs, key=str))
-        raise RecipeError(f"{recipe.source}: the cells use {len(pairs)} proton configurations ({listed}); "
-                          "check them one at a time with --backend/--mode", field="collect")
-    backend, mode = next(iter(pairs))
-    if backend == "auto":
-        fld = "proton.backend" if recipe.shape == "proton-block" else "collect.proton.backend"
-        raise RecipeError(f"{recipe.source}: backend is auto (Proton picks); `survey check --recipe` needs the "
-                          "backend the run will use", field=fld)
-    return ProtonBlock(backend=backend, mode=mode, source=recipe.source)

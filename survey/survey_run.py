@@ -9,15 +9,19 @@ complete run for this probe version are not probed again.
 
 from __future__ import annotations
 
+import datetime as dt
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
+from sqlalchemy import select
+
+from db import models as m
 from db.store import Store
 from probes import PROBE_VERSION
-from survey import errortext, identity, probe_run
+from survey import errortext, identity, probe_run, queries
 from survey.catalog import Entry
 from survey.errors import SurveyError, TargetError, Unobtainable
 from survey.ingest import find_unchanged, ingest, record_failure
@@ -51,6 +55,27 @@ def make_launcher(entry: Entry, *, engine: str | None = None, pull: str = "missi
     return ImageLauncher(entry.image, engine=engine, pull=pull, python=entry.interpreter)
 
 
+RETRY_AFTER_S = 6 * 3600.0
+
+
+def backed_off(store: Store, name: str, platform_key: str, retry_after_s: float) -> m.Run | None:
+    """The last run of (candidate, platform) when it was unobtainable less than
+    ``retry_after_s`` ago: not worth another try yet."""
+    if retry_after_s <= 0:
+        return None
+    with store.session() as s:
+        last = s.scalar(select(m.Run).join(m.Candidate).join(m.Platform, m.Run.platform_id == m.Platform.id)
+                        .where(m.Candidate.name == name, m.Platform.key == platform_key)
+                        .order_by(m.Run.id.desc()).limit(1))
+        if last is None or last.status != "unobtainable":
+            return None
+        when = last.last_tried_at or last.finished_at
+        if when.tzinfo is None:
+            when = when.replace(tzinfo=dt.UTC)
+        age = (dt.datetime.now(dt.UTC) - when).total_seconds()
+        return last if age < retry_after_s else None
+
+
 @dataclass
 class ProbeSettings:
     timeout: float = 60.0
@@ -58,11 +83,15 @@ class ProbeSettings:
     captures: tuple[str, ...] = ()
     auto_capture: bool = True
     repeats: int = 3
+    # An unobtainable candidate is tried again only after this long (or with --retry-unobtainable):
+    # a re-survey of an unchanged catalog must not wait on the network for what was not there.
+    retry_after_s: float = RETRY_AFTER_S
 
     def for_entry(self, entry: Entry) -> ProbeSettings:
         """These settings with the captures the catalog entry asks for."""
         extra = tuple(c for c in entry.captures if c not in self.captures)
-        return ProbeSettings(self.timeout, self.force, self.captures + extra, self.auto_capture, self.repeats)
+        return ProbeSettings(self.timeout, self.force, self.captures + extra, self.auto_capture, self.repeats,
+                             self.retry_after_s)
 
 
 def survey_one(
@@ -93,6 +122,13 @@ def survey_one(
         return Outcome(name, status, run_id, summary if new else f"{summary} (again; run #{run_id})",
                        time.time() - t0)
 
+    if not settings.force:
+        last = backed_off(store, name, platform.key, settings.retry_after_s)
+        if last is not None:
+            ago = queries.age_text(last.last_tried_at or last.finished_at).replace(" old", " ago")
+            return Outcome(name, "unobtainable", last.id,
+                           f"not retried (last tried {ago}; --retry-unobtainable tries now): "
+                           f"{errortext.cause(last.error, spec)}", time.time() - t0)
     report(f"obtaining {launcher.describe()}")
     try:
         resolved = launcher.obtain()

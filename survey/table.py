@@ -1,4 +1,4 @@
-"""Render the Availability table (pandas) and keep docs files in step with it.
+"""Render tables (pandas) and keep a docs file's Availability table in step.
 
 A docs file carries the table between two marker comments; ``--write`` replaces
 exactly that span (atomically) and ``--check`` reports a diff when it differs.
@@ -24,7 +24,13 @@ FORMATS = ("md", "csv", "json", "html")
 
 
 def frame(rows: list[dict[str, Any]], columns: list[str]) -> pd.DataFrame:
-    return pd.DataFrame(rows, columns=columns)
+    """Rows as a DataFrame. Rows from ``survey.docs_table.table_rows`` carry their
+    whole docs table (footnotes, sections), which ``render`` prints in md and html."""
+    df = pd.DataFrame(rows, columns=columns)
+    docs = getattr(rows, "docs", None)
+    if docs is not None and list(columns) == list(docs.columns):
+        df.attrs["docs"] = docs
+    return df
 
 
 def _md_cell(value: Any) -> str:
@@ -33,6 +39,9 @@ def _md_cell(value: Any) -> str:
 
 
 def render(df: pd.DataFrame, fmt: str) -> str:
+    docs = df.attrs.get("docs")
+    if docs is not None and fmt in ("md", "html"):
+        return str(docs.markdown() if fmt == "md" else docs.html())
     if fmt == "md":
         safe = df.map(_md_cell)
         return safe.to_markdown(index=False, tablefmt="pipe") + "\n"

@@ -118,13 +118,17 @@ def stored_candidate(s: Session, text: str) -> str | None:
 
 
 def _launcher_for_stored(kind: str, spec: dict[str, Any], engine: str | None, pull: str) -> Launcher | None:
-    """A way to obtain a stored ad-hoc candidate again, where its spec says how."""
+    """A way to obtain a stored ad-hoc candidate again, where its spec says how
+    (with the baseline variables an aorta environment's spec keeps, and the
+    interpreter inside an image)."""
+    env = spec.get("env") if isinstance(spec.get("env"), dict) else None
     if kind == "python" and isinstance(spec.get("python"), str):
         from survey.launchers.python import PythonLauncher
 
-        return PythonLauncher(spec["python"])
+        return PythonLauncher(spec["python"], env=env)
     if kind == "image" and isinstance(spec.get("image"), str):
         from survey.launchers.image import ImageLauncher
 
-        return ImageLauncher(spec["image"], engine=engine, pull=pull)
+        interpreter = spec.get("interpreter") if isinstance(spec.get("interpreter"), str) else None
+        return ImageLauncher(spec["image"], engine=engine, pull=pull, python=interpreter, env=env)
     return None

@@ -127,18 +127,6 @@ def test_legacy_proton_block_still_reads() -> None:
     p = r.cells[0].proton
     assert p is not None and (p.backend, p.mode, p.mode_key) == ("rocprofiler", "periodic_flushing", "backend_mode")
     assert r.aorta_030_refuses is not None and "not aorta's schema" in r.aorta_030_refuses
-    block = R.load(FIX / "legacy-proton-block.yaml")  # what `survey check --recipe` calls today
-    assert (block.backend, block.mode) == ("rocprofiler", "periodic_flushing")
-
-
-def test_check_compat_refuses_what_it_cannot_answer() -> None:
-    with pytest.raises(RecipeError, match="7 proton configurations"):
-        R.load(FIX / "collect-mapping.yaml")
-    with pytest.raises(RecipeError, match="backend is auto") as e:
-        R.load(FIX / "collect-list.yaml")
-    assert e.value.field == "collect.proton.backend"
-    block = R.load(FIX / "probe-roctracer.yaml")
-    assert (block.backend, block.mode) == ("roctracer", None)
 
 
 # --------------------------------------------------------------------------- recipes: what is refused
@@ -538,7 +526,7 @@ def test_fixtures_are_aorta_input_and_read_alike(aorta_python: str, envs) -> Non
                 for key in ours.newer_keys:
                     assert f"unknown option(s) ['{key.rsplit('.', 1)[1]}']" in got["error"]
     readable = [p.name for p in paths if R.load_recipe(p).aorta_030_refuses is None]
-    assert readable == ["collect-list.yaml", "collect-mapping.yaml", "probe-roctracer.yaml"]
+    assert readable == ["check-cells.yaml", "collect-list.yaml", "collect-mapping.yaml", "probe-roctracer.yaml"]
 
 
 @pytest.mark.integration

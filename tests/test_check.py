@@ -99,18 +99,18 @@ def write_recipe(tmp_path: Path, block: str) -> Path:
 ])
 def test_recipe_rules(tmp_path: Path, block: str, field: str) -> None:
     with pytest.raises(RecipeError) as e:
-        recipe_mod.load(write_recipe(tmp_path, block))
+        recipe_mod.load_recipe(write_recipe(tmp_path, block))
     assert e.value.field == field
 
 
 def test_recipe_check_end_to_end(gpu_store, tmp_path: Path) -> None:
-    ok = recipe_mod.load(write_recipe(tmp_path, "  backend: rocprofiler\n  backend_mode: pcsampling\n"))
-    assert (ok.backend, ok.mode) == ("rocprofiler", "pcsampling")
     p = write_recipe(tmp_path, "  backend: rocprofiler\n  backend_mode: pcsampling\n")
+    ok = recipe_mod.load_recipe(p).cells[0].proton
+    assert ok is not None and (ok.backend, ok.mode) == ("rocprofiler", "pcsampling")
     cli = survey_cli("check", "triton-3.9.0", "--recipe", str(p), "--json",
                           "--db", gpu_store.url)
     assert cli.returncode == 2
-    verdict = json.loads(cli.stdout)
+    [verdict] = json.loads(cli.stdout)  # one per cell; this shape has one
     assert verdict["verdict"] == "cannot_run"
     assert "built without rocprofiler-sdk PC sampling support" in verdict["reason"]
     bad = write_recipe(tmp_path, "  backend: roctracer\n  backend_mode: pcsampling\n")
@@ -128,7 +128,11 @@ def test_cli_exit_codes_and_usage(gpu_store) -> None:
     assert any(f"{unit} old" in r.stdout for unit in ("seconds", "minute", "minutes", "hour", "hours", "days"))
     assert run("triton-3.7.1", "--backend", "rocprofiler").returncode == 2
     assert run("triton-3.8.0", "--backend", "cupti").returncode == 3
-    assert run("triton-3.8.0", "--backend", "bogus").returncode == exitcodes.INPUT
+    bogus = run("triton-3.8.0", "--backend", "rocprofilr")
+    assert bogus.returncode == exitcodes.USAGE and "did you mean 'rocprofiler'?" in bogus.stderr
+    typo = run("triton-3.8.0", "--backend", "rocprofiler", "--mode", "pcsamplng")
+    assert typo.returncode == exitcodes.USAGE and "did you mean 'pcsampling'?" in typo.stderr
+    assert run("triton-3.8.0", "--backend", "cupti", "--mode", "pcsampling:interval=100").returncode != 64
     assert run("triton-3.8.0").returncode == exitcodes.INPUT
     assert run("--no-such-option").returncode == exitcodes.USAGE
 

@@ -85,9 +85,10 @@ def test_check_answers_three_questions_and_never_contradicts_them(filled_store: 
 # 4 ------------------------------------------------------------------------------------------------
 def test_error_text_is_normalised() -> None:
     a = ("pip failed: <urllib3.connection.HTTPSConnection object at 0x7f3a9c2b1d90>: Failed to establish a new "
-         "connection: [Errno 111] Connection refused (10.1.2.3:443) pid 4242 /tmp/pip-req-build-abc123/x")
+         "connection: [Errno 111] Connection refused (10.1.2.3:443) pid 4242 /tmp/pip-req-build-abc123/x "
+         "HTTPConnectionPool(host='127.0.0.1', port=9)")
     b = a.replace("0x7f3a9c2b1d90", "0x7f00deadbeef").replace("10.1.2.3", "192.168.7.9").replace("4242", "77") \
-        .replace("abc123", "zz9")
+        .replace("abc123", "zz9").replace("port=9", "port=19")
     assert errortext.normalise(a) == errortext.normalise(b) != a
     assert errortext.cause(a, {"index_url": "https://download.pytorch.org/whl/nightly/rocm7.0"}) == \
         "the PyTorch package index (download.pytorch.org) cannot be reached from this host"
@@ -108,7 +109,14 @@ def test_an_unobtainable_candidate_retried_is_a_retry_not_a_new_run(tmp_path: Pa
     store = Store(db)
     with store.session() as s:
         version = s.scalar(select(m.Meta.value).where(m.Meta.key == "matrix_version"))
-    assert survey_cli("run", "--catalog", str(catalog), "--db", db, "--no-table").returncode == 0
+    # within the back-off it is not tried again at all (no network wait) ...
+    r = survey_cli("run", "--catalog", str(catalog), "--db", db, "--no-table")
+    assert r.returncode == 0 and "not retried" in r.stderr
+    with store.session() as s:
+        assert [run.tries for run in s.scalars(select(m.Run))] == [1]
+    # ... and tried again when asked: the same failure is a retry of the last one
+    assert survey_cli("run", "--catalog", str(catalog), "--db", db, "--no-table",
+                      "--retry-unobtainable").returncode == 0
     with store.session() as s:
         runs = list(s.scalars(select(m.Run)))
         assert len(runs) == 1 and runs[0].tries == 2 and runs[0].last_tried_at > runs[0].finished_at
@@ -180,7 +188,7 @@ def test_the_h200_report_is_platform_sm90_next_to_cpu_evidence(filled_store: Sto
         assert run.platform.key == "nvidia:sm_90:NVIDIA H200" and run.platform_detail["driver"] == "580.159.04"
         slots = [(sl.candidate.name, sl.platform_key) for sl in queries.slots(s, "catalog", "triton-3.6.0")]
         assert slots == [("triton-3.6.0", "none:x86_64"), ("triton-3.6.0", "nvidia:sm_90:NVIDIA H200")]
-    table = survey_cli("table", "--db", filled_store.url).stdout
+    table = survey_cli("table", "--columns", "+platform", "--db", filled_store.url).stdout
     assert "| Platform" in table and "NVIDIA H200 (sm_90)" in table and "no GPU (x86_64)" in table
     r = survey_cli("check", "triton-3.6.0", "--backend", "cupti", "--platform", "sm_90", "--json",
                    "--db", filled_store.url)

@@ -98,19 +98,22 @@ def test_unobtainable_is_recorded_once_per_error(store) -> None:
     from survey.launchers.pip import PipLauncher
     from survey.survey_run import ProbeSettings, survey_one
 
-    def attempt(index: str):
-        launcher = PipLauncher(["proton-survey-no-such-dist==1.0"], index_url=index, pip_timeout=5)
+    def attempt(index: str, dist: str = "proton-survey-no-such-dist", retry_after_s: float = 0.0):
+        launcher = PipLauncher([f"{dist}==1.0"], index_url=index, pip_timeout=5)
         return survey_one(store, "unreachable", "Unreachable index", "pip", {"pip": "triton==3.8.0"}, 0, launcher,
-                          ProbeSettings())
+                          ProbeSettings(retry_after_s=retry_after_s))
 
     a = attempt("http://127.0.0.1:9/simple")
-    b = attempt("http://127.0.0.1:9/simple")
-    c = attempt("http://127.0.0.1:19/simple")
-    assert (a.status, b.status, c.status) == ("unobtainable",) * 3
+    held = attempt("http://127.0.0.1:9/simple", retry_after_s=3600)  # within the back-off: not tried
+    b = attempt("http://127.0.0.1:19/simple")  # the port is run-to-run detail: the same failure again
+    c = attempt("http://127.0.0.1:9/simple", dist="proton-survey-other-dist")  # another failure
+    assert (a.status, held.status, b.status, c.status) == ("unobtainable",) * 4
+    assert held.message.startswith("not retried") and held.run_id == a.run_id
     assert a.run_id == b.run_id != c.run_id
     with store.session() as s:
         run = s.get(m.Run, a.run_id)
         assert run.status == "unobtainable" and "127.0.0.1" in run.error and run.report is None
+        assert run.tries == 2
 
 
 # --------------------------------------------------------------------------- concurrent writers

@@ -205,9 +205,15 @@ def test_371_has_no_registry_and_no_rocprofiler(report_371) -> None:
     # 3.7.1's cupti + periodic_flushing is undefined behaviour on this host: seen as
     # SIGSEGV, as "unsupported option key: " with an empty key, and as CUPTI error 15,
     # varying with the process's memory layout. Whatever it does, it does not start.
+    # The probe repeats such a check (3 attempts) and keeps every outcome; when they
+    # disagree the check is `unstable` with the counts.
     pf = live[("cupti", "periodic_flushing")]
-    assert pf["outcome"] in (O.CRASH, O.ERROR, O.NO_GPU)
+    assert pf["outcome"] in (O.CRASH, O.ERROR, O.NO_GPU, O.UNSTABLE)
     assert pf["outcome"] != O.CRASH or pf["signal"] == "SIGSEGV"
+    if pf["outcome"] in (O.CRASH, O.ERROR, O.UNSTABLE):
+        assert len(pf["attempts"]) == 3 and sum(pf["outcome_counts"].values()) == 3
+        assert (len(pf["outcome_counts"]) > 1) == (pf["outcome"] == O.UNSTABLE)
+        assert set(pf["outcome_counts"]) <= {O.CRASH, O.ERROR, O.NO_GPU}
     stub = by_check(r, stub=True)
     assert stub[("roctracer", None)]["outcome"] == O.OK
     # no knob for roctracer in 3.7.1: the stub comes through the loader path
@@ -239,14 +245,29 @@ def test_380_registry_library_first_and_stub_mode_answer(report_380) -> None:
 
 
 @pytest.mark.integration
-def test_fork_and_fresh_interpreters_measure_the_same(venv_380, report_380) -> None:
-    fresh = run_probe(venv_380.python, ["probe", "--timeout", "60", "--no-fork"])[0]
-    assert fresh["probe"]["forked_checks"] == 0
+@pytest.mark.parametrize("version", ["3.7.1", "3.8.0", "3.9.0"])
+def test_fork_and_fresh_interpreters_measure_the_same(version: str, request) -> None:
+    """On every release of the integration tier: the zygote's forked checks and fresh
+    interpreters give the same outcomes. Checks whose outcome is undefined behaviour
+    (3.7.x periodic_flushing: crash, garbage error or CUPTI error 15, varying run to
+    run) must agree on not starting, not on which failure."""
+    venv = pypi_venv(version)
+    forked = run_probe(venv.python, ["probe", "--timeout", "60"])[0]
+    fresh = run_probe(venv.python, ["probe", "--timeout", "60", "--no-fork"])[0]
+    assert fresh["probe"]["forked_checks"] == 0 and forked["probe"]["forked_checks"] >= 14  # repeats fork too
+
+    varying = {O.CRASH, O.ERROR, O.UNSTABLE}
 
     def outcomes(rep):
         return {(m["backend"], m["mode"], m["stub"]): (m["outcome"], m["library"]) for m in rep["modes"]}
 
-    assert outcomes(fresh) == outcomes(report_380)
+    a, b = outcomes(forked), outcomes(fresh)
+    assert a.keys() == b.keys()
+    for key in a:
+        if a[key][0] in varying or b[key][0] in varying:
+            assert a[key][0] != O.OK and b[key][0] != O.OK, key
+        else:
+            assert a[key] == b[key], key
 
 
 @pytest.mark.integration

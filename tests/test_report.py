@@ -54,3 +54,21 @@ def test_hash_ignores_formatting_only() -> None:
     assert report.report_hash(data) == report.report_hash(json.loads(json.dumps(data, indent=4)))
     data["probe"]["duration_s"] += 1
     assert report.report_hash(data) != report.report_hash(json.loads(report_bytes("cpu-triton-3.8.0.json")))
+
+
+def test_records_are_declared_once_and_held_against_the_model() -> None:
+    """probes/records.py declares each record; the pydantic models read exactly those fields."""
+    from probes import records
+
+    models = {"attempt": report.Attempt, "mode_result": report.ModeResult, "platform": report.Platform,
+              "origin": report.Origin}
+    assert set(models) == set(records.RECORDS)
+    for name, model in models.items():
+        assert tuple(model.model_fields) == records.fields(name), name
+        optional = {f for f, info in model.model_fields.items() if not info.is_required()}
+        assert set(records.OPTIONAL.get(name, ())) <= optional, name
+    with pytest.raises(KeyError, match="undeclared"):
+        records.make("platform", key="x", vendor="none", model=None, arch=None, driver=None, runtime=None,
+                     devices=[], errors=[], colour="blue")
+    with pytest.raises(KeyError, match="missing"):
+        records.make("attempt", outcome="ok")

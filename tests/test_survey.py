@@ -59,7 +59,7 @@ def test_two_candidate_survey_end_to_end(tmp_path: Path) -> None:
     assert "2 probed, 1 unobtainable" in r.stderr
     table = r.stdout
     assert "| Triton 3.7.1" in table and "backend absent" in table
-    assert "`pcsampling` refused (unsupported mode)" in table
+    assert "`periodic_flushing` only — `pcsampling` raises `unsupported mode`" in table
     assert "no evidence: unobtainable here (" in table
     # the store holds whole runs: report + normalised rows, one per candidate
     runs = rows(dbfile, "select r.id, c.name, r.status, r.triton_version from runs r join candidates c "

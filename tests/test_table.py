@@ -1,84 +1,209 @@
-"""The Availability table: phrased from evidence, in four formats, and kept in
-step with a docs file (drift check, write-in-place touching nothing else)."""
+"""The Availability table: the reference page's layout and words, footnotes,
+columns, per-platform rows where the evidence differs, Markdown and HTML, the
+terminal grid, the tidy matrix rows (csv/json, with a published schema), and a
+docs file kept in step (drift check, write-in-place touching nothing else)."""
 
 from __future__ import annotations
 
 import json
+import os
+import re
+import select
+import struct
+import subprocess
+import sys
+import time
 from pathlib import Path
+from typing import Any
 
 import pytest
+from typer.testing import CliRunner
 
-from survey import docs_table
+from db.store import Store
+from survey import catalog as catalog_mod
+from survey import docs_table, grid, matrix_schema
 from survey import matrix as survey_matrix
 from survey import table as table_mod
+from survey.cli import app as cli_app
 from survey.errors import InputError
-from survey.ingest import ingest
+from survey.ingest import ingest, upsert_candidate
 from tests.conftest import report_bytes, survey_cli
 
 ROOT = Path(__file__).resolve().parents[1]
+SCHEMA = ROOT / "schema" / "matrix-rows.v1.schema.json"
+SUP = str.maketrans("⁰¹²³⁴⁵⁶⁷⁸⁹", "0123456789")
 
 
-def rows_by_source(store) -> dict[str, dict[str, str]]:
+def cells_by_source(store: Store, columns: list[str] | None = None) -> dict[str, dict[str, docs_table.Cell]]:
     with store.session() as s:
-        return {r["Source"]: r for r in docs_table.table_rows(s)}
+        return {r["source"].text: r for r in docs_table.build(s, columns=columns).rows}
 
 
-def test_cells_are_phrased_from_what_was_measured(filled_store) -> None:
-    rows = rows_by_source(filled_store)
-    assert list(rows) == ["Triton 3.6.0", "Triton 3.7.1", "Triton 3.8.0", "Triton 3.9.0"]
-    assert rows["Triton 3.7.1"]["`rocprofiler` modes"] == "backend absent"
-    assert rows["Triton 3.7.1"]["Proton `-b` choices"] == "`cupti`, `roctracer`, `instrumentation`"
-    r38 = rows["Triton 3.8.0"]
-    assert r38["Triton"] == "3.8.0"
-    assert r38["Proton `-b` choices"] == "`cupti`, `rocprofiler`, `roctracer`, `instrumentation`"
-    assert r38["`rocprofiler` modes"].startswith("`librocprofiler-sdk.so` did not load first, so no live answer")
-    assert "with a stub library (not a live result)" in r38["`rocprofiler` modes"]
-    assert "`pcsampling` refused (unsupported mode)" in r38["`rocprofiler` modes"]
-    assert "no mode and `periodic_flushing` accepted" in r38["`rocprofiler` modes"]
-    r39 = rows["Triton 3.9.0"]["`rocprofiler` modes"]
-    assert "`pcsampling` refused (built without rocprofiler-sdk PC sampling support)" in r39
-    assert rows["Triton 3.8.0"]["Evidence"].startswith("run #3, 2026-12-02")
-
-
-def test_rows_without_evidence_say_why(filled_store) -> None:
-    from survey.launchers.pip import PipLauncher
+@pytest.fixture
+def catalog_store(filled_store: Store) -> Store:
+    """The default catalog as the development machine surveys it: the four real
+    CPU reports under their catalog names and labels, the committed H200 report
+    filed under triton-3.6.0, and every other catalog entry really attempted and
+    stored as unobtainable (an interpreter that does not exist: a real failure)."""
+    from survey.launchers.python import PythonLauncher
     from survey.survey_run import ProbeSettings, survey_one
 
-    out = survey_one(filled_store, "nightly", "PyTorch ROCm nightly", "pip", {}, 9,
-                     PipLauncher(["proton-survey-no-such-dist==1.0"], index_url="http://127.0.0.1:9/simple",
-                                 pip_timeout=5), ProbeSettings(), scope="catalog")
-    assert out.status == "unobtainable"
+    cat = catalog_mod.load()
+    for pos, entry in enumerate(cat.candidate):
+        if entry.name in ("triton-3.6.0", "triton-3.7.1", "triton-3.8.0", "triton-3.9.0"):
+            with filled_store.session() as s:
+                upsert_candidate(s, entry.name, label=entry.display_label, kind=entry.kind, spec=entry.spec(),
+                                 position=pos, scope="catalog")
+                s.commit()
+            continue
+        out = survey_one(filled_store, entry.name, entry.display_label, entry.kind, None, pos,
+                         PythonLauncher("/nonexistent/bin/python3"), ProbeSettings(), scope="catalog")
+        assert out.status == "unobtainable"
     with filled_store.session() as s:
-        from survey.ingest import upsert_candidate
+        ingest(s, report_bytes("h200-sm90-triton-3.6.0.json"), candidate="triton-3.6.0")
+    return filled_store
 
-        upsert_candidate(s, "later", label="Not probed yet", kind="pip", position=10, scope="catalog")
+
+# ---------------------------------------------------------------------------- cells
+def test_cells_read_like_the_reference_page(filled_store: Store) -> None:
+    rows = cells_by_source(filled_store)
+    assert list(rows) == ["Triton 3.6.0", "Triton 3.7.1", "Triton 3.8.0", "Triton 3.9.0"]
+    assert [c for c in rows["Triton 3.6.0"]] == ["source", "triton", "choices", "rocprofiler"]
+    assert rows["Triton 3.6.0"]["choices"].text == "`cupti`, `roctracer`, `instrumentation`"
+    assert rows["Triton 3.7.1"]["choices"].text == "same three"
+    assert rows["Triton 3.7.1"]["rocprofiler"].text == "backend absent"
+    r38, r39 = rows["Triton 3.8.0"], rows["Triton 3.9.0"]
+    assert r38["choices"].text == "`cupti`, `rocprofiler`, `roctracer`, `instrumentation`"
+    assert r39["choices"].text == "same four"
+    assert r38["rocprofiler"].text == "`periodic_flushing` only — `pcsampling` raises `unsupported mode`"
+    assert r39["rocprofiler"].text == \
+        "`periodic_flushing` only — `pcsampling` refused: built without PC sampling support"
+    # both answered through the stub library: one caveat, one footnote
+    assert r38["rocprofiler"].note == r39["rocprofiler"].note
+    assert r38["rocprofiler"].note.startswith("stub-derived, not a live result: `librocprofiler-sdk.so` did not load")
+    assert re.fullmatch(r"run #\d+, 2026-12-02, host vm", r38["source"].note or "")
+
+
+def test_other_backends_columns_and_the_captures(catalog_store: Store) -> None:
+    rows = cells_by_source(catalog_store, docs_table.parse_columns("source,cupti,instrumentation,capture"))
+    h200 = rows["Triton 3.6.0 on NVIDIA H200 (sm_90)"]
+    assert h200["cupti"].text == "`pcsampling` only — `periodic_flushing` raises `unsupported mode`"
+    assert h200["instrumentation"].text == "`default` and `mma`"
+    assert h200["capture"].text == ("`cupti` (no mode, `pcsampling`): ok, 50 launches; "
+                                    "`instrumentation` (no mode, `default`, `mma`): empty capture")
+    cpu = rows["Triton 3.6.0 on no GPU (x86_64)"]
+    assert cpu["cupti"].text == "`periodic_flushing` raises `unsupported mode`; `pcsampling`: no GPU here"
+    assert cpu["capture"].text == "—"
+    assert rows["Triton 3.7.1"]["cupti"].text == "`pcsampling`: no GPU here; `periodic_flushing`: crashed"
+
+
+def test_rows_without_evidence_say_why_in_a_footnote(catalog_store: Store) -> None:
+    with catalog_store.session() as s:
+        upsert_candidate(s, "later", label="Not probed yet", kind="pip", position=20, scope="catalog")
         s.commit()
-    rows = rows_by_source(filled_store)
-    assert rows["PyTorch ROCm nightly"]["Evidence"].startswith("no evidence: unobtainable here (")
-    assert rows["Not probed yet"]["Evidence"] == "no evidence: not yet probed"
+    rows = cells_by_source(catalog_store)
+    gone = rows["`rocm/pytorch:latest`"]
+    assert [gone[k].text for k in ("triton", "choices", "rocprofiler")] == ["—", "—", "—"]
+    assert re.fullmatch(r"no evidence: unobtainable here \(/nonexistent/bin/python3: no such file\), "
+                        r"since \d{4}-\d\d-\d\d", gone["source"].note or "")
+    assert rows["Not probed yet"]["source"].note == "no evidence: not yet probed"
 
 
-@pytest.mark.parametrize("fmt", table_mod.FORMATS)
-def test_formats(filled_store, fmt: str) -> None:
-    with filled_store.session() as s:
-        text = table_mod.render(table_mod.frame(docs_table.table_rows(s), docs_table.TABLE_COLUMNS), fmt)
-    if fmt == "json":
-        assert [r["Triton"] for r in json.loads(text)] == ["3.6.0", "3.7.1", "3.8.0", "3.9.0"]
-    elif fmt == "csv":
-        assert text.splitlines()[0] == ",".join(docs_table.TABLE_COLUMNS)
-    elif fmt == "md":
-        assert text.splitlines()[0].startswith("| Source")
-    else:
-        assert "<table" in text and "&lt;" not in text
+def test_the_platform_is_shown_where_the_evidence_differs(catalog_store: Store) -> None:
+    # the reference page's columns read the same on both platforms: one row, both runs in its footnote
+    rows = cells_by_source(catalog_store)
+    assert "Triton 3.6.0" in rows and not any(" on " in k for k in rows)
+    note = rows["Triton 3.6.0"]["source"].note or ""
+    assert re.fullmatch(r"run #\d+, 2026-12-02, no GPU \(x86_64\), host vm; "
+                        r"run #\d+, 2026-12-03, NVIDIA H200 \(sm_90\), host vm", note)
+    # with the captures, they differ: a row per platform
+    md = survey_cli("table", "--columns", "+capture", "--db", catalog_store.url).stdout
+    assert re.search(r"^\| Triton 3\.6\.0 on no GPU \(x86_64\) \S+ \| 3\.6\.0 \|", md, re.M)
+    assert re.search(r"^\| Triton 3\.6\.0 on NVIDIA H200 \(sm_90\) \S+ \| 3\.6\.0 \| same three \|.*50 launches", md,
+                     re.M)
+    # or in a Platform column of their own
+    md = survey_cli("table", "--columns", "+platform,+capture", "--db", catalog_store.url).stdout
+    head = md.splitlines()[0]
+    assert head == "| Source | Triton | Proton `-b` choices | `rocprofiler` modes | Platform | GELU capture |"
+    assert "| NVIDIA H200 (sm_90) | `cupti` (no mode, `pcsampling`): ok, 50 launches;" in md
 
 
-def test_markdown_escapes_pipes(store) -> None:
+def test_a_column_with_nothing_to_show_is_left_out(filled_store: Store) -> None:
+    md = survey_cli("table", "--columns", "+capture,+platform,+cupti", "--db", filled_store.url).stdout
+    # one platform, no capture anywhere: neither column; cupti has answers: kept
+    assert md.splitlines()[0] == "| Source | Triton | Proton `-b` choices | `rocprofiler` modes | `cupti` modes |"
+    md = survey_cli("table", "--columns", "source,evidence", "--db", filled_store.url).stdout
+    assert md.splitlines()[0] == "| Source | Evidence |" and "| Triton 3.8.0 | run #" in md
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--columns", "source,nonsense"], "--columns: unknown column 'nonsense'; one of source, platform, triton"),
+    (["--columns", "+capture,platform"], "--columns: give either a list of columns or a list of +additions"),
+    (["--columns", "+capture", "--format", "json"], "--columns chooses the docs table's columns"),
+    (["--format", "md", "--width", "100"], "--width fits the terminal grid"),
+    (["--format", "yaml"], "unknown format 'yaml'; one of md, html, grid, csv, json"),
+    (["--format", "csv", "--check", "README.md"], "--check and --write work on the Markdown table"),
+])
+def test_bad_table_options_are_one_line_errors(filled_store: Store, args: list[str], message: str) -> None:
+    r = survey_cli("table", *args, "--db", filled_store.url)
+    assert r.returncode == 64 and r.stdout == ""  # the command line itself is wrong: usage
+    assert r.stderr.splitlines()[0] == f"error: {message}" or message in r.stderr.splitlines()[0], r.stderr
+
+
+# ---------------------------------------------------------------------------- Markdown and HTML
+PYTHON_REPRS = re.compile(r"\bNone\b|\bnan\b|\bNaN\b|\['|'\]|\{'|\bTrue\b|\bFalse\b")
+
+
+@pytest.mark.parametrize("fmt", ["md", "html"])
+def test_no_python_repr_and_no_markdown_in_html(catalog_store: Store, fmt: str) -> None:
+    r = survey_cli("table", "--format", fmt, "--columns", "+capture,+platform,+cupti,+instrumentation,+evidence",
+                   "--db", catalog_store.url)
+    assert r.returncode == 0, r
+    assert not PYTHON_REPRS.search(r.stdout), PYTHON_REPRS.search(r.stdout)
+    if fmt == "html":
+        assert "`" not in r.stdout and "**" not in r.stdout and "[doc-" not in r.stdout
+        assert "<code>periodic_flushing</code> only — <code>pcsampling</code> raises <code>unsupported mode</code>" \
+            in r.stdout
+        assert '<sup><a href="#availability-note-1">1</a></sup>' in r.stdout
+        assert '<li id="availability-note-1">' in r.stdout
+
+
+def test_no_markdown_line_is_longer_than_200_characters(catalog_store: Store) -> None:
+    md = survey_cli("table", "--format", "md", "--db", catalog_store.url).stdout
+    labels = [e.display_label for e in catalog_mod.load().candidate]
+    # every catalog row is there; a long image tag shortened as the reference page does, in full in its footnote
+    assert all(f"| {docs_table.short_label(label)[0]} " in md for label in labels)
+    assert "| `rocm/pytorch:rocm10.0_...pytorch_release_2.13.0` " in md
+    assert re.search(r"^\d+\. `rocm/pytorch:rocm10\.0_ubuntu26\.04_py3\.14_pytorch_release_2\.13\.0`: no evidence: ",
+                     md, re.M)
+    longest = max(md.splitlines(), key=len)
+    assert len(longest) <= docs_table.LINE_LIMIT == 200, longest
+    # the footnotes, the since section and the documented section are all under the table
+    assert "\n1. run #" in md and "**Since**" in md and "**Documented, not measured**" in md
+
+
+def test_the_compatible_path_prints_the_same_table(catalog_store: Store) -> None:
+    """``table_rows`` + ``columns`` + ``survey.table.render`` (what /matrix.md calls)
+    is byte for byte ``docs_table.markdown`` and what ``survey table`` prints."""
+    with catalog_store.session() as s:
+        rows = docs_table.table_rows(s)
+        via_render = table_mod.render(table_mod.frame(rows, docs_table.columns(rows)), "md")
+        direct = docs_table.markdown(s)
+        html = table_mod.render(table_mod.frame(rows, docs_table.columns(rows)), "html")
+    assert via_render == direct == survey_cli("table", "--db", catalog_store.url).stdout
+    assert html.startswith('<table class="availability">')
+    cli = CliRunner().invoke(cli_app, ["table", "--db", catalog_store.url])  # not a terminal: Markdown
+    assert cli.exit_code == 0 and cli.stdout == direct
+
+
+def test_markdown_escapes_pipes(store: Store) -> None:
     with store.session() as s:
         ingest(s, report_bytes("cpu-triton-3.8.0.json"), candidate="piped", label="a | b", scope="catalog")
-        text = table_mod.render(table_mod.frame(docs_table.table_rows(s), docs_table.TABLE_COLUMNS), "md")
-    assert "a \\| b" in text
+        text = docs_table.markdown(s)
+    assert "| a \\| b ¹ |" in text
 
 
+# ---------------------------------------------------------------------------- the docs file
 DOC = """# amd-rocprofiler
 
 Some prose the table must not touch. Trailing spaces stay:\x20\x20\x20
@@ -91,12 +216,12 @@ Some prose the table must not touch. Trailing spaces stay:\x20\x20\x20
 More prose after. \u00e9\n"""
 
 
-def test_drift_check_and_write_in_place(filled_store, tmp_path: Path) -> None:
+def test_drift_check_and_write_in_place(filled_store: Store, tmp_path: Path) -> None:
     doc = tmp_path / "README.md"
     doc.write_text(DOC)
     db = filled_store.url
 
-    def survey(*args):
+    def survey(*args: str) -> Any:
         return survey_cli("table", *args, "--db", db)
 
     r = survey("--check", str(doc))
@@ -109,15 +234,30 @@ def test_drift_check_and_write_in_place(filled_store, tmp_path: Path) -> None:
     head, tail = DOC.split("<!-- proton-survey:availability:start -->")[0], DOC.split(
         "<!-- proton-survey:availability:end -->")[1]
     assert new.startswith(head) and new.endswith(tail)
-    assert survey().stdout.strip() in new
+    between = new.split("<!-- proton-survey:availability:start -->\n")[1].split(
+        "<!-- proton-survey:availability:end -->")[0]
+    assert between == survey().stdout  # footnotes and sections too, inside the markers
+    assert "\n1. run #" in between and "**Documented, not measured**" in between
     r = survey("--check", str(doc))
     assert r.returncode == 0 and "matches the evidence" in r.stderr
     r = survey("--write", str(doc))
     assert "already up to date" in r.stderr
     # new evidence makes the docs stale again: the same Triton measured on another platform
     with filled_store.session() as s:
-        ingest(s, report_bytes("h200-triton-3.6.0.json"), candidate="triton-3.6.0")
+        ingest(s, report_bytes("h200-sm90-triton-3.6.0.json"), candidate="triton-3.6.0")
     assert survey("--check", str(doc)).returncode == 1
+
+
+def test_the_project_readme_takes_the_new_layout(catalog_store: Store, tmp_path: Path) -> None:
+    doc = tmp_path / "README.md"
+    text = (ROOT / "README.md").read_text()
+    doc.write_text(text)
+    assert survey_cli("table", "--write", str(doc), "--db", catalog_store.url).returncode == 0
+    assert survey_cli("table", "--check", str(doc), "--db", catalog_store.url).returncode == 0
+    new = doc.read_text()
+    start, end = f"\n{table_mod.START}\n", f"\n{table_mod.END}\n"  # the marker lines (prose may name them)
+    assert new.split(start)[0] == text.split(start)[0] and new.split(end)[1] == text.split(end)[1]
+    assert new.split(start)[1].split(end)[0] + "\n" == survey_cli("table", "--db", catalog_store.url).stdout
 
 
 def test_docs_without_markers_is_an_input_error(tmp_path: Path) -> None:
@@ -128,9 +268,187 @@ def test_docs_without_markers_is_an_input_error(tmp_path: Path) -> None:
     assert doc.read_text() == "no markers here\n"
 
 
-def test_pivot_for_the_matrix(filled_store) -> None:
+def test_pivot_for_the_matrix(filled_store: Store) -> None:
     with filled_store.session() as s:
         p = table_mod.pivot(survey_matrix.matrix(s))
     assert p.loc["triton-3.7.1", "rocprofiler:none"] == "unknown_backend"
     assert p.loc["triton-3.8.0", "rocprofiler:pcsampling"] == "library_missing"
     assert p.loc["triton-3.8.0", "roctracer:pcsampling"] == "unsupported_mode"
+
+
+# ---------------------------------------------------------------------------- csv and json
+def test_json_rows_follow_the_published_schema(catalog_store: Store) -> None:
+    import jsonschema
+
+    schema = json.loads(SCHEMA.read_text())
+    assert schema == json.loads(json.dumps(matrix_schema.json_schema(), sort_keys=True))  # kept in step
+    r = survey_cli("table", "--format", "json", "--db", catalog_store.url)
+    assert r.returncode == 0, r
+    rows = json.loads(r.stdout)
+    jsonschema.Draft202012Validator.check_schema(schema)
+    jsonschema.Draft202012Validator(schema).validate(rows)
+    assert all(list(row) == matrix_schema.FIELDS for row in rows)  # the same keys, in the same order, every row
+    with catalog_store.session() as s:
+        raw = survey_matrix.matrix(s)
+    assert len(rows) == len(raw) and [(x["candidate"], x["platform"], x["backend"], x["mode"]) for x in rows] == \
+        [(x["candidate"], x["platform"], x["backend"], x["mode"]) for x in raw]
+    assert {x["status"] for x in rows} == {"measured", "unobtainable"}
+    # the schema is not a formality: a row with a stray key or an unknown outcome is refused
+    bad = dict(rows[0], outcome="fine")
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate([bad], schema)
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate([dict(rows[0], extra=1)], schema)
+
+
+def test_csv_is_the_same_rows(catalog_store: Store) -> None:
+    import csv
+    import io
+
+    js = json.loads(survey_cli("table", "--format", "json", "--db", catalog_store.url).stdout)
+    text = survey_cli("table", "--format", "csv", "--db", catalog_store.url).stdout
+    rows = list(csv.DictReader(io.StringIO(text)))
+    assert text.splitlines()[0] == ",".join(matrix_schema.FIELDS)
+    assert len(rows) == len(js)
+    for a, b in zip(rows, js, strict=True):
+        assert a == {k: "" if v is None else str(v) for k, v in b.items()}
+    kernels = [r["capture_kernel_count"] for r in rows if r["capture_kernel_count"]]
+    assert kernels and all(k.isdigit() for k in kernels)  # 50, not 50.0
+
+
+# ---------------------------------------------------------------------------- the terminal grid
+def test_grid_is_never_cut_when_stdout_is_not_a_terminal(catalog_store: Store) -> None:
+    r = CliRunner().invoke(cli_app, ["table", "--format", "grid", "--db", catalog_store.url],
+                           env={"COLUMNS": "80", "NO_COLOR": None})
+    assert r.exit_code == 0, r.output
+    lines = r.stdout.splitlines()
+    assert max(len(ln) for ln in lines) > 80  # its own width, not 80
+    assert "\x1b[" not in r.stdout  # no colour codes into a file or pipe
+    label = "rocm/pytorch:rocm10.0_ubuntu26.04_py3.14_pytorch_release_2.13.0 — no evidence: unobtainable here"
+    assert any(label in ln for ln in lines)  # whole, on one line
+    head = lines[0] + "\n" + lines[1]
+    for word in ("cupti", "roctracer", "rocprofiler", "instrumentation", "pc pf df mm"):
+        assert word in head
+    h200 = next(ln for ln in lines if "Triton 3.6.0 · NVIDIA H200 (sm_90)" in ln)
+    assert re.search(r"3\.6\.0\s+✓  ✓  ✗ ", h200)  # cupti: no mode, pcsampling accepted; periodic_flushing refused
+    r38 = next(ln for ln in lines if "PyPI triton 3.8.0" in ln)
+    assert "✓* ✗* ✓*" in r38  # rocprofiler through the stub
+    assert "✓ accepted" in r.stdout and "* stub-derived" in r.stdout and "? no answer here" in r.stdout
+
+
+def test_grid_fits_a_given_width(catalog_store: Store) -> None:
+    with catalog_store.session() as s:
+        rows = survey_matrix.matrix(s)
+    text = grid.render(rows, width=72)
+    lines = text.splitlines()
+    assert max(len(ln) for ln in lines) <= 72
+    assert all(b in lines[0] for b in ("cupti", "roctracer", "rocprofiler", "instrumentation"))
+    (r38,) = [ln for ln in lines if re.match(r"PyPI triton\s+3\.8\.0 ", ln)]  # the label wraps ...
+    assert "✓* ✗* ✓*" in r38  # ... the symbols stay whole
+    r = survey_cli("table", "--format", "grid", "--width", "72", "--db", catalog_store.url)
+    assert r.returncode == 0 and max(len(ln) for ln in r.stdout.splitlines()) <= 72
+
+
+def _run_in_a_terminal(args: list[str], columns: int, env: dict[str, str]) -> str:
+    """``survey ARGS`` with stdout on a real pseudo-terminal of the given width."""
+    import fcntl
+    import pty
+    import termios
+
+    master, slave = pty.openpty()
+    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 40, columns, 0, 0))
+    proc = subprocess.Popen([sys.executable, "-m", "survey", *args], stdout=slave, stderr=subprocess.PIPE,
+                            stdin=subprocess.DEVNULL, env=env, cwd=ROOT)
+    os.close(slave)
+    chunks = []
+    deadline = time.time() + 60
+    while time.time() < deadline:
+        ready, _, _ = select.select([master], [], [], 1)
+        if ready:
+            try:
+                data = os.read(master, 65536)
+            except OSError:
+                break
+            if not data:
+                break
+            chunks.append(data)
+        elif proc.poll() is not None:
+            break
+    proc.wait(timeout=30)
+    os.close(master)
+    assert proc.returncode == 0, proc.stderr.read() if proc.stderr else ""
+    return b"".join(chunks).decode()
+
+
+def test_on_a_terminal_the_grid_is_the_default_fitted_and_coloured(catalog_store: Store) -> None:
+    env = {k: v for k, v in os.environ.items() if k not in ("NO_COLOR", "COLUMNS", "LINES", "FORCE_COLOR")}
+    env["TERM"] = "xterm-256color"
+    text = _run_in_a_terminal(["table", "--db", catalog_store.url], 90, env)
+    assert "\x1b[" in text and "✓" in text  # the grid, coloured
+    plain = re.sub(r"\x1b\[[0-9;]*m", "", text).replace("\r\n", "\n")
+    assert "| Source |" not in plain
+    assert max(len(ln) for ln in plain.splitlines()) <= 90
+    assert "rocprofiler" in plain and "stub-derived" in plain
+
+
+# ---------------------------------------------------------------------------- in a browser
+GITHUB_LIKE_CSS = """
+body { margin: 0; background: #fff; }
+.markdown-body { box-sizing: border-box; min-width: 200px; max-width: 980px; margin: 0 auto; padding: 45px;
+  font-family: -apple-system, BlinkMacSystemFont, "Segoe UI", "Noto Sans", Helvetica, Arial, sans-serif;
+  font-size: 16px; line-height: 1.5; word-wrap: break-word; color: #1f2328; }
+.markdown-body table { border-spacing: 0; border-collapse: collapse; display: block; width: max-content;
+  max-width: 100%; overflow: auto; margin: 0 0 16px; }
+.markdown-body td, .markdown-body th { padding: 6px 13px; border: 1px solid #d1d9e0; }
+.markdown-body th { font-weight: 600; }
+.markdown-body code { padding: .2em .4em; margin: 0; font-size: 85%; white-space: break-spaces;
+  background-color: rgba(129, 139, 152, .12); border-radius: 6px;
+  font-family: ui-monospace, SFMono-Regular, "SF Mono", Menlo, Consolas, "Liberation Mono", monospace; }
+.markdown-body ol, .markdown-body ul { padding-left: 2em; margin: 0 0 16px; }
+"""
+
+OVERFLOW = """() => {
+  const vw = document.documentElement.clientWidth;
+  const out = [];
+  if (document.documentElement.scrollWidth > vw) out.push(`page ${document.documentElement.scrollWidth} > ${vw}`);
+  for (const t of document.querySelectorAll('table'))
+    if (t.scrollWidth > t.clientWidth) out.push(`table scrolls: ${t.scrollWidth} > ${t.clientWidth}`);
+  for (const e of document.querySelectorAll('.markdown-body *')) {
+    const r = e.getBoundingClientRect();
+    if (r.right > vw + 0.5) out.push(`${e.tagName} "${e.textContent.slice(0, 60)}" ends at ${r.right}`);
+  }
+  return out;
+}"""
+
+
+@pytest.mark.browser
+@pytest.mark.parametrize("store_url", ["sqlite"], indirect=True)
+def test_the_markdown_table_fits_1000_px_in_chromium(catalog_store: Store, tmp_path: Path) -> None:
+    """GitHub-like rendering of `survey table --format md` in Debian's chromium at
+    1000 px: no horizontal overflow anywhere (DOM geometry); the screenshot is
+    kept in the test's directory."""
+    from markdown_it import MarkdownIt
+    from playwright.sync_api import sync_playwright
+
+    from tests.test_browser import CHROMIUM, CHROMIUM_ARGS
+
+    if not os.path.exists(CHROMIUM):
+        pytest.fail(f"{CHROMIUM} is missing: apt-get install -y chromium")
+    md = survey_cli("table", "--format", "md", "--db", catalog_store.url).stdout
+    body = MarkdownIt("commonmark", {"html": False}).enable("table").render(md)
+    page_html = (f"<!doctype html><html><head><meta charset='utf-8'><style>{GITHUB_LIKE_CSS}</style></head>"
+                 f"<body><article class='markdown-body'>{body}</article></body></html>")
+    (tmp_path / "table.html").write_text(page_html)
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True)
+        try:
+            page = browser.new_page(viewport={"width": 1000, "height": 900})
+            page.set_content(page_html, wait_until="load")
+            assert page.locator("table tbody tr").count() == len(catalog_mod.load().candidate)
+            assert page.locator("ol li").count() >= 5 and page.locator("table code").count() > 10
+            page.screenshot(path=str(tmp_path / "table-1000px.png"), full_page=True)
+            problems = page.evaluate(OVERFLOW)
+        finally:
+            browser.close()
+    assert (tmp_path / "table-1000px.png").stat().st_size > 0
+    assert problems == [], problems

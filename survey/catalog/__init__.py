@@ -105,6 +105,12 @@ def load(path: str | Path | None = None) -> Catalog:
         data = tomllib.loads(p.read_text())
     except FileNotFoundError:
         raise CatalogError(f"catalog {p}: no such file")
+    except IsADirectoryError:
+        raise CatalogError(f"catalog {p}: is a directory, not a TOML file")
+    except UnicodeDecodeError as e:
+        raise CatalogError(f"catalog {p}: not UTF-8 text (byte {e.start}): not a TOML catalog")
+    except OSError as e:
+        raise CatalogError(f"catalog {p}: cannot read it: {e.strerror or e}")
     except tomllib.TOMLDecodeError as e:
         raise CatalogError(f"catalog {p}: not valid TOML: {e}")
     if "candidate" not in data:

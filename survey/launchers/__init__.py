@@ -43,6 +43,8 @@ class Resolved:
         if self.kind == "python":
             sections["interpreter"] = {"executable": r.get("executable"), "prefix": r.get("prefix"),
                                        "base_prefix": r.get("base_prefix"), "version": r.get("python")}
+            if r.get("env"):
+                sections["interpreter"]["env"] = r["env"]
         elif self.kind == "pip":
             sections["pip"] = {k: r.get(k) for k in ("requirements", "index_url", "extra_index_urls", "pre",
                                                       "installed")}
@@ -50,6 +52,8 @@ class Resolved:
         elif self.kind == "image":
             sections["image"] = {"reference": r.get("image"), "id": r.get("image_id"), "digest": r.get("digest"),
                                  "engine": r.get("engine"), "python": r.get("interpreter")}
+            if r.get("env"):
+                sections["image"]["env"] = r["env"]
         return ident.make_origin(self.kind, self.target, r, **sections)
 
 

@@ -14,6 +14,9 @@ Every container runs the probe bundle on stdin with ``ENGINE run --rm -i
 under a unique name (``proton-survey-<random>``) so that one that outlives its
 timeout is killed and removed. On a GPU host the GPU devices are passed in
 (AMD: /dev/kfd and /dev/dri; NVIDIA: CDI with podman, ``--gpus all`` with docker).
+Baseline variables (``env``: an aorta environment's ``env``) are set in every
+container with ``-e NAME=VALUE``, as a trial in that image would see them; a
+non-empty ``env`` is part of the environment's identity and of the report's origin.
 """
 
 from __future__ import annotations
@@ -144,6 +147,7 @@ class ImageLauncher:
         engine: str | None = None,
         pull: str = "missing",
         python: str | None = None,
+        env: dict[str, str] | None = None,
         resolve_timeout: float = 120.0,
         pull_timeout: float = 1800.0,
     ):
@@ -152,13 +156,20 @@ class ImageLauncher:
         self.image = image
         self.pull = pull
         self.python = python or None
+        self.env = dict(env) if env else None
         self.resolve_timeout = resolve_timeout
         self.pull_timeout = pull_timeout
         self.engine, self.engine_version = choose_engine(engine)
         self.flavor = flavor(self.engine) or "podman"
 
     def describe(self) -> str:
-        return f"the image {self.image} ({self.flavor})"
+        with_env = f" with {', '.join(sorted(self.env))} set" if self.env else ""
+        return f"the image {self.image} ({self.flavor}){with_env}"
+
+    def env_flags(self) -> list[str]:
+        """``-e NAME=VALUE`` for each baseline variable (always with a value: a bare
+        ``-e NAME`` would copy the host's)."""
+        return [arg for k, v in sorted((self.env or {}).items()) for arg in ("-e", f"{k}={v}")]
 
     # ------------------------------------------------------------ the engine
     def _engine(self, args: list[str], timeout: float) -> subprocess.CompletedProcess[str]:
@@ -209,6 +220,7 @@ class ImageLauncher:
             prefix.append("--pull=never")
         if devices:
             prefix += gpu_flags(self.flavor)
+        prefix += self.env_flags()
         prefix += ["--entrypoint", python, ref]
         try:
             return probe_run.run_bundle(prefix, args, timeout, on_timeout=lambda: self._remove(name)), name
@@ -289,6 +301,8 @@ class ImageLauncher:
                 "machine": inner.get("machine"),
                 "distributions": inner.get("distributions") or [],
             }
+            if self.env:
+                resolved["env"] = dict(sorted(self.env.items()))
             return Resolved(kind="image", resolved=resolved, python=python, image_digest=digest or image_id,
                             notes=notes, target=self.image)
         raise NotAPython(

@@ -1,4 +1,8 @@
-"""An existing interpreter."""
+"""An existing interpreter, optionally with baseline environment variables
+(``env``: an aorta environment's ``env``) applied over this process's
+environment, as a trial launched there would see them: to the preflight, the
+distribution listing and the probe alike. A non-empty ``env`` is part of the
+environment's identity (survey/identity.py) and of the report's origin."""
 
 from __future__ import annotations
 
@@ -17,11 +21,17 @@ PREFLIGHT = "import sys, json; print(json.dumps([list(sys.version_info[:3]), sys
 class PythonLauncher:
     kind = "python"
 
-    def __init__(self, python: str):
+    def __init__(self, python: str, *, env: dict[str, str] | None = None):
         self.python = python
+        self.env = dict(env) if env else None
 
     def describe(self) -> str:
-        return f"the interpreter {self.python}"
+        with_env = f" with {', '.join(sorted(self.env))} set" if self.env else ""
+        return f"the interpreter {self.python}{with_env}"
+
+    def environ(self) -> dict[str, str] | None:
+        """The child's environment: None (inherit) without a baseline."""
+        return {**os.environ, **self.env} if self.env else None
 
     def executable(self) -> str:
         path = self.python
@@ -41,7 +51,7 @@ class PythonLauncher:
     def obtain(self) -> Resolved:
         exe = self.executable()
         try:
-            proc = subprocess.run([exe, "-c", PREFLIGHT], capture_output=True, timeout=60)
+            proc = subprocess.run([exe, "-c", PREFLIGHT], capture_output=True, timeout=60, env=self.environ())
         except (OSError, subprocess.SubprocessError) as e:
             raise NotAPython(f"{exe}: cannot run it as a Python: {e}") from e
         try:
@@ -53,14 +63,16 @@ class PythonLauncher:
             )
         if tuple(version) < (3, 8):
             raise NotAPython(f"{exe}: Python {'.'.join(map(str, version))}; the probe needs Python >= 3.8")
-        out = probe_run.run_bundle([exe], ["resolve"], timeout=120)
+        out = probe_run.run_bundle([exe], ["resolve"], timeout=120, env=self.environ())
         try:
             resolved = json.loads(out.stdout)
         except ValueError:
             raise NotAPython(f"{exe}: could not list its installed distributions: {out.stderr.strip()[-300:]}")
+        if self.env:
+            resolved["env"] = dict(sorted(self.env.items()))
         return Resolved(kind="python", resolved=resolved, python=exe, target=self.python)
 
     def probe(self, resolved: Resolved, args: list[str], timeout: float) -> tuple[bytes, bool]:
         assert resolved.python
-        out = probe_run.run_bundle([resolved.python], args, timeout)
+        out = probe_run.run_bundle([resolved.python], args, timeout, env=self.environ())
         return probe_run.collect_report(out, self.describe())

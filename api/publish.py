@@ -1,0 +1,118 @@
+"""``survey publish DIR``: the service's pages as static files.
+
+Any static host or CDN can then serve the matrix at any scale, with no server of
+ours. The files are exactly what the service answers: the app is asked for each
+resource in-process (Starlette's TestClient) and every same-site link of every HTML
+page is followed, so a published site has no dead links. A resource at ``/x`` is
+written as ``x/index.html`` (static servers answer ``/x`` with it), ``/x.json`` as
+``x.json``. Links with a query string (filters, pagination) have no static form
+and are not followed; the unfiltered resources are all there.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from collections import deque
+from dataclasses import dataclass, field
+from html.parser import HTMLParser
+from pathlib import Path
+from urllib.parse import unquote, urlsplit
+
+from fastapi.testclient import TestClient
+
+from api.app import create_app
+from db.store import Store
+
+START = ("/matrix", "/matrix.json", "/matrix.csv", "/matrix.md", "/candidates", "/candidates.json",
+         "/candidates.csv", "/candidates.md", "/schema.json", "/static/style.css")
+MAX_PAGES = 100_000
+# Resources that answer a question asked in the query string: no static form.
+INTERACTIVE = ("/check", "/diff", "/docs", "/openapi.json", "/healthz")
+FILE_SUFFIXES = (".json", ".csv", ".md", ".css", ".svg", ".html", ".js", ".txt", ".png", ".ico")
+
+
+class _Links(HTMLParser):
+    def __init__(self) -> None:
+        super().__init__()
+        self.links: list[str] = []
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        for name, value in attrs:
+            if name in ("href", "src") and value:
+                self.links.append(value)
+
+
+@dataclass
+class Published:
+    pages: int = 0
+    bytes: int = 0
+    skipped: list[str] = field(default_factory=list)
+
+
+def is_interactive(path: str) -> bool:
+    return any(path == p or path.startswith(p + ".") or path.startswith(p + "/") for p in INTERACTIVE)
+
+
+def target_path(root: Path, url_path: str) -> Path:
+    """Where the answer for ``url_path`` goes under ``root``."""
+    parts = [p for p in unquote(url_path).split("/") if p]
+    if any(p in (".", "..") for p in parts):
+        raise ValueError(f"refusing to publish {url_path!r}")
+    if not parts:
+        return root / "index.html"
+    if parts[-1].endswith(FILE_SUFFIXES):
+        return root.joinpath(*parts)
+    return root.joinpath(*parts, "index.html")
+
+
+def publish(store: Store, out: Path) -> Published:
+    """Write the site into ``out`` (replaced whole, atomically, when done)."""
+    out = out.resolve()
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
+    result = Published()
+    try:
+        client = TestClient(create_app(store, token=""))
+        seen: set[str] = set()
+        queue = deque(START)
+        while queue and result.pages < MAX_PAGES:
+            path = queue.popleft()
+            if path in seen:
+                continue
+            seen.add(path)
+            r = client.get(path)
+            if r.status_code != 200:
+                result.skipped.append(f"{path} ({r.status_code})")
+                continue
+            dest = target_path(tmp, path)
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            dest.write_bytes(r.content)
+            result.pages += 1
+            result.bytes += len(r.content)
+            if r.headers.get("content-type", "").startswith("text/html"):
+                parser = _Links()
+                parser.feed(r.text)
+                for link in parser.links:
+                    u = urlsplit(link)
+                    if u.scheme or u.netloc or u.query or not u.path.startswith("/"):
+                        continue
+                    if is_interactive(u.path):
+                        continue
+                    if u.path not in seen:
+                        queue.append(u.path)
+        (tmp / "index.html").write_text('<!doctype html><meta http-equiv="refresh" content="0; url=/matrix/">'
+                                        '<a href="/matrix/">The Availability matrix</a>\n')
+        if out.exists():
+            old = out.with_name(f".{out.name}.old")
+            shutil.rmtree(old, ignore_errors=True)
+            os.replace(out, old)
+            os.replace(tmp, out)
+            shutil.rmtree(old, ignore_errors=True)
+        else:
+            os.replace(tmp, out)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return result
