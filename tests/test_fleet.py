@@ -205,6 +205,17 @@ def test_ray_address_errors(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> 
     assert r.returncode == 69 and "--ray needs Ray" in r.stderr and "proton-survey[fleet]" in r.stderr, r
 
 
+def test_the_cli_imports_ray_only_to_survey_a_fleet(tmp_path: Path) -> None:
+    code = ("import sys\nfrom survey.cli import main\nfor argv in (['run', '--help'], ['platform']):\n"
+            "    sys.argv = ['survey', *argv]\n    try:\n        main()\n    except SystemExit:\n        pass\n"
+            "print('ray imported:', 'ray' in sys.modules, file=sys.stderr)\n")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert "--ray" in r.stdout and "ray start" in r.stdout
+    assert r.stderr.strip().endswith("ray imported: False"), r.stderr
+    assert survey_cli("run", "--ray", "auto", "--aorta-registry", "--db",
+                      f"sqlite:///{tmp_path / 's.db'}").returncode == 64
+
+
 # ----------------------------------------------------------------- a real cluster
 @pytest.fixture(scope="module")
 def cluster() -> Iterator[Any]:
