@@ -78,6 +78,11 @@ def run(
     aorta_registry: Annotated[bool, typer.Option(
         "--aorta-registry", help="survey aorta's environments (built-ins and entry points) without a sidecar "
                                  "file")] = False,
+    ray: Annotated[Optional[str], typer.Option(
+        "--ray", metavar="ADDRESS",
+        help="survey a Ray cluster (auto: the one this machine belongs to, HOST:6379, ray://HOST:10001): each "
+             "candidate is probed on the nodes that offer the platforms its catalog entry names (`survey platform` "
+             "on a node prints how it offers its own); this machine stores the reports")] = None,
 ) -> None:
     """Survey every candidate of the catalog (or aorta's environments) and store the evidence."""
     from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
@@ -85,6 +90,8 @@ def run(
     from survey.survey_run import RETRY_AFTER_S, Outcome, ProbeSettings, run_survey
 
     with_aorta = bool(aorta_environments) or aorta_registry
+    if ray is not None and with_aorta:
+        raise UsageProblem("--ray surveys the catalog's candidates; survey aorta's environments without it")
     cat = catalog_mod.load(catalog)
     entries = list(enumerate(cat.candidate)) if catalog is not None or not with_aorta else []
     aorta: list[Any] = []
@@ -109,7 +116,58 @@ def run(
     aorta = [t for t in aorta if t.unusable is None]
     store = open_store(db)
     settings = ProbeSettings(timeout=timeout, force=force, retry_after_s=0.0 if retry_unobtainable else RETRY_AFTER_S)
-    colors = {"probed": "green", "unchanged": "cyan", "unobtainable": "yellow", "failed": "red"}
+    colors = {"probed": "green", "unchanged": "cyan", "unobtainable": "yellow", "failed": "red",
+              "not run": "magenta"}
+    if ray is not None:
+        from survey import fleet
+
+        with fleet.connected(ray), Progress(
+                SpinnerColumn(), TextColumn("[bold]{task.fields[name]}"), BarColumn(bar_width=20),
+                TextColumn("{task.description}"), TimeElapsedColumn(), console=err, transient=False) as progress:
+            bars: dict[str, Any] = {}
+
+            def on_plan(names: list[str]) -> None:
+                width = max((len(n) for n in names), default=0)
+                for n in names:
+                    bars[n] = progress.add_task("waiting", total=1, name=escape(n.ljust(width)))
+
+            def on_row(row: str, msg: str) -> None:
+                progress.update(bars[row], description=escape(msg[:100]))
+
+            def on_fleet_done(o: fleet.FleetOutcome) -> None:
+                first = o.message.strip().splitlines()[0] if o.message.strip() else ""
+                run_ref = f" run #{o.run_id}" if o.run_id else ""
+                progress.update(bars[o.row], completed=1, description=f"[{colors.get(o.status, 'white')}]{o.status}"
+                                f"[/]{run_ref} {escape(first[:140])}")
+
+            done = fleet.run_fleet(store, entries, settings=settings, jobs=jobs, engine=engine, pull=pull,
+                                   on_plan=on_plan, on_update=on_row, on_done=on_fleet_done,
+                                   warn=lambda m: err.print(f"[yellow]warning:[/] {escape(m)}"))
+        tally: dict[str, int] = {}
+        for fo in done:
+            tally[fo.status] = tally.get(fo.status, 0) + 1
+        err.print("survey: " + (", ".join(f"{n} {k}" for k, n in sorted(tally.items())) or "nothing to survey")
+                  + f"  (store: {store.url})")
+        pairs = sorted({(fo.platform, fo.measured or "") for fo in done if fo.mismatch})
+        for advertised, measured in pairs:
+            err.print(f"[yellow]note:[/] nodes offering {escape(advertised)} measured {escape(measured)}; reports "
+                      "are filed under the platform they measured")
+        if table:
+            with store.session() as s:
+                table_rows = docs_table.table_rows(s)
+            out.print(table_mod.render(table_mod.frame(table_rows, docs_table.columns(table_rows)), "md"),
+                      markup=False, highlight=False, soft_wrap=True, end="")
+        return
+    if any(e.platforms is not None for _, e in entries):
+        from survey.identity import local_platform
+
+        here = local_platform().key
+        for _, e in entries:
+            if not e.runs_on(here):
+                err.print(f"{escape(e.name)}: [magenta]not run[/]: its catalog entry names the platforms "
+                          f"{escape(', '.join(e.platforms or []))}, and this host is {escape(here)} "
+                          "(survey a fleet with --ray)")
+        entries = [(i, e) for i, e in entries if e.runs_on(here)]
     with Progress(SpinnerColumn(), TextColumn("[bold]{task.fields[name]:<28}"), BarColumn(bar_width=None),
                   TextColumn("{task.description}"), TimeElapsedColumn(), console=err,
                   transient=False) as progress:
@@ -462,6 +520,44 @@ def diff_cmd(
                 t.add_row(escape(str(c["key"])), escape(str(c["a"])), escape(str(c["b"])))
             out.print(t)
     raise typer.Exit(code)
+
+
+# --------------------------------------------------------------------------- platform
+@app.command("platform")
+def platform_cmd(
+    address: Annotated[Optional[str], typer.Option(
+        help="the head node's address (HOST:6379) for the `ray start` line; default: a placeholder")] = None,
+    head: Annotated[bool, typer.Option("--head", help="print the line that starts the head node here")] = False,
+    slots: Annotated[int, typer.Option(min=1, help="probes this node runs at once (each also takes a CPU)")] = 1,
+    output_json: Annotated[bool, typer.Option("--json", help="print it as JSON")] = False,
+) -> None:
+    """This machine's platform key, and the `ray start` line that offers it to a fleet survey."""
+    import shlex
+
+    from survey import fleet
+    from survey.identity import local_platform
+
+    if head and address:
+        raise InputError("give --head or --address, not both")
+    p = local_platform()
+    problem = fleet.key_problem(p.key)
+    if problem:
+        raise InputError(f"this machine's platform key {p.key[:80]!r} {problem}; it cannot be advertised")
+    argv = fleet.ray_start_argv(p.key, address=address, head=head, slots=slots)
+    if output_json:
+        doc = {"key": p.key, "label": p.label, "vendor": p.vendor, "arch": p.arch, "model": p.model,
+               **{k: p.detail.get(k) for k in ("driver", "runtime", "errors")},
+               "resource": fleet.resource_name(p.key), "resources": {fleet.resource_name(p.key): slots},
+               "ray_start": argv, "ray_start_line": shlex.join(argv)}
+        sys.stdout.write(json.dumps(doc, indent=1, ensure_ascii=False) + "\n")
+    else:
+        out.print(f"platform: {p.key}  ({p.label})", markup=False, highlight=False)
+        out.print(shlex.join(argv), markup=False, highlight=False, soft_wrap=True)
+    for e in p.detail.get("errors") or []:
+        err.print(f"[yellow]note:[/] {escape(str(e))}")
+    if not head and not address:
+        err.print("replace HEAD_ADDRESS with the head node's address (or pass --address); run the line on this node",
+                  highlight=False)
 
 
 # --------------------------------------------------------------------------- serve / schema

@@ -99,3 +99,10 @@ class EngineUnavailable(TargetError):
 
 class ImageNotFound(TargetError):
     exit_code = exitcodes.UNOBTAINABLE
+
+
+# ---- the fleet ---------------------------------------------------------------
+class FleetUnavailable(SurveyError):
+    """``survey run --ray``: Ray is not installed, or no Ray cluster answers at the address."""
+
+    exit_code = exitcodes.ENGINE_UNAVAILABLE

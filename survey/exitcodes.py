@@ -14,4 +14,4 @@ PROBE_FAILED = 6  # the probe hung, died or printed no report
 UNOBTAINABLE = 7  # the candidate could not be obtained here (pip, pull, build)
 USAGE = 64
 INPUT = 65  # EX_DATAERR: invalid report, catalog, recipe or unknown target
-ENGINE_UNAVAILABLE = 69  # EX_UNAVAILABLE: no container engine
+ENGINE_UNAVAILABLE = 69  # EX_UNAVAILABLE: no container engine; `run --ray`: no Ray, or no cluster at ADDRESS

@@ -3,7 +3,8 @@
 #
 #   tests/run.sh            every tier: lint, types, fast, integration (real PyPI triton
 #                           wheels), podman (real images), browser (chromium), schemathesis
-#                           (the service against its OpenAPI document, ~10,000 cases)
+#                           (the service against its OpenAPI document, ~10,000 cases), fleet
+#                           (a local Ray cluster)
 #   tests/run.sh --fast     the fast tier only (no downloads beyond the Python deps and,
 #                           when missing, Debian's postgresql: store tests run on SQLite and PostgreSQL)
 #   tests/run.sh ... ARGS   extra arguments go to pytest
@@ -39,10 +40,10 @@ compgen -G "/usr/lib/postgresql/*/bin/pg_ctl" >/dev/null || apt_install postgres
 
 python3 -m venv .venv
 .venv/bin/python -m pip install -q --upgrade pip
-.venv/bin/python -m pip install -q -e ".[test,browser,bench]"
+.venv/bin/python -m pip install -q -e ".[test,browser,bench,fleet]"
 
 if [ "$fast" = 1 ]; then
-  exec .venv/bin/python -m pytest -m "not integration and not podman and not browser and not schemathesis" "$@"
+  exec .venv/bin/python -m pytest -m "not integration and not podman and not browser and not schemathesis and not fleet" "$@"
 fi
 
 # System packages for the podman and browser tiers (Debian): podman + runc for real

@@ -6,12 +6,20 @@ import tomllib
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from survey.errors import CatalogError
 
 DEFAULT = Path(__file__).with_name("default.toml")
 NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._\-]*$"
+
+
+def platform_matches(value: str, key: str) -> bool:
+    """Whether a platform named in a catalog (or on the command line) means the
+    platform ``key``: the key itself or one of its ':'-separated parts, so
+    ``sm_90``, ``NVIDIA H200`` and ``nvidia:sm_90:NVIDIA H200`` all name
+    ``nvidia:sm_90:NVIDIA H200`` (``survey check --platform`` reads them the same way)."""
+    return value == key or value in key.split(":")
 
 
 class Entry(BaseModel):
@@ -27,6 +35,25 @@ class Entry(BaseModel):
     pre: bool = False
     interpreter: str | None = Field(default=None, description="python for pip venvs / inside images")
     captures: list[str] = Field(default_factory=list)
+    platforms: list[str] | None = Field(
+        default=None, description="where it must be probed: platform keys or parts of one (sm_90, gfx942, "
+                                  "none:x86_64); default: wherever the survey runs")
+
+    @field_validator("platforms")
+    @classmethod
+    def _platforms(cls, value: list[str] | None) -> list[str] | None:
+        if value is None:
+            return None
+        if not value:
+            raise ValueError("is empty: name at least one platform, or leave it out to probe where the survey runs")
+        for p in value:
+            if not p or p != p.strip() or len(p) > 300 or any(ord(c) < 32 for c in p):
+                raise ValueError(f"{p!r} is not a platform (a key such as nvidia:sm_90:NVIDIA H200, or a part "
+                                 "of one: sm_90, gfx942, none:x86_64)")
+        dupes = sorted({p for p in value if value.count(p) > 1})
+        if dupes:
+            raise ValueError(f"names {', '.join(dupes)} more than once")
+        return value
 
     @model_validator(mode="after")
     def one_source(self) -> Entry:
@@ -50,6 +77,10 @@ class Entry(BaseModel):
     @property
     def display_label(self) -> str:
         return self.label or self.name
+
+    def runs_on(self, key: str) -> bool:
+        """Whether this candidate is to be probed on the platform ``key``."""
+        return self.platforms is None or any(platform_matches(p, key) for p in self.platforms)
 
     def spec(self) -> dict[str, Any]:
         return self.model_dump(exclude_none=True, exclude_defaults=True)
