@@ -85,19 +85,25 @@ def _column_key(col: tuple[str, str | None]) -> tuple[int, int]:
 
 def grid(rows: list[dict[str, Any]]) -> dict[str, Any]:
     """Rows -> candidates (in catalog order) x (backend, mode) columns, for the HTML page."""
-    cands: dict[str, dict[str, Any]] = {}
+    cands: dict[str, dict[str, Any]] = {}  # one row per (candidate, platform)
     cells: dict[tuple[str, str, str | None], dict[str, Any]] = {}
     cols: set[tuple[str, str | None]] = set()
+    platforms: dict[str, set[str]] = {}
     for r in rows:
-        c = cands.setdefault(r["candidate"], {"name": r["candidate"], "label": r["label"], "kind": r["kind"],
-                                              "status": r["status"], "error": r.get("error"),
-                                              "run_id": r.get("run_id"), "date": r.get("date"),
-                                              "triton_version": r.get("triton_version"),
-                                              "last_attempt": r.get("last_attempt")})
+        platforms.setdefault(r["candidate"], set()).add(r.get("platform") or "")
+    for r in rows:
+        row_key = f"{r['candidate']}\x00{r.get('platform') or ''}"
+        c = cands.setdefault(row_key, {"key": row_key, "name": r["candidate"], "label": r["label"],
+                                       "kind": r["kind"], "status": r["status"], "error": r.get("error"),
+                                       "run_id": r.get("run_id"), "date": r.get("date"),
+                                       "triton_version": r.get("triton_version"),
+                                       "last_attempt": r.get("last_attempt"), "platform": r.get("platform"),
+                                       "platform_label": r.get("platform_label"),
+                                       "several_platforms": len(platforms[r["candidate"]]) > 1})
         if r["status"] == "measured":
             key = (r["backend"], r["mode_arg"])
             cols.add(key)
-            cells[(c["name"], *key)] = r
+            cells[(row_key, *key)] = r
     columns = sorted(cols, key=_column_key)
     backends: list[tuple[str, int]] = []
     for b, _m in columns:
@@ -136,7 +142,8 @@ def build(store: Store, fmt: str, filters: dict[str, str | None], version: str, 
                 body = render.page("matrix.html", {
                     "title": "Availability matrix", "rows": rows, "grid": grid(rows), "filters": filters,
                     "choices": {"backend": O.BACKENDS, "mode": MODE_LABELS, "candidate": names,
-                                "outcome": O.OUTCOMES, "verdict": VERDICTS},
+                                "outcome": O.OUTCOMES, "verdict": VERDICTS,
+                                "platform": sorted({r["platform"] for r in rows if r.get("platform")})},
                     "version": version,
                     "formats": {"json": "/matrix.json" + render.qs(**filters),
                                 "csv": "/matrix.csv" + render.qs(**filters), "md": "/matrix.md"},

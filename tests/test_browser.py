@@ -195,9 +195,9 @@ def test_filters_and_candidate_history(served: Served, page: Any) -> None:
     page.select_option('select[name="backend"]', "rocprofiler")
     page.select_option('select[name="outcome"]', "library_missing")
     page.click('form.filters button[type="submit"]')
-    page.wait_for_url("**/matrix?backend=rocprofiler&mode=&candidate=&outcome=library_missing")
-    heads = [t.strip() for t in page.locator("table.matrix th.backend").all_inner_texts()]
-    assert heads == ["rocprofiler"]
+    page.wait_for_url("**/matrix?backend=rocprofiler&mode=&verdict=&outcome=library_missing&platform=&candidate=")
+    heads = {t.strip() for t in page.locator("table.matrix thead .backend").all_inner_texts()}
+    assert heads == {"rocprofiler"}
     cands = page.locator("table.matrix tbody tr").evaluate_all("rows => rows.map(r => r.dataset.candidate)")
     assert cands == ["triton-3.8.0", "triton-3.9.0"]  # only these could not load librocprofiler-sdk.so
 
@@ -237,3 +237,33 @@ def test_evidence_holding_script_renders_as_text(served: Served, page: Any) -> N
     assert title == "not recognised: <b>bold</b> failure"
     assert page.evaluate("typeof window.__xss") == "undefined"
     assert page.dialogs == []
+
+
+@pytest.mark.browser
+@pytest.mark.parametrize("width", [1400, 800])
+def test_matrix_page_geometry(served: Served, browser: Any, width: int, tmp_path: Path) -> None:
+    """Measured in the DOM, not by eye: the page never overflows sideways, the table
+    scrolls inside its box, and after scrolling it the header row and the candidate
+    column are still in view; the legend is there. Screenshots are kept as artifacts."""
+    ctx = browser.new_context(viewport={"width": width, "height": 900})
+    pg = ctx.new_page()
+    try:
+        pg.goto(f"{served.base}/matrix")
+        assert pg.evaluate("document.scrollingElement.scrollWidth") <= width  # no page overflow
+        assert pg.locator("details.legend dl dt").count() >= 6
+        box = pg.locator("div.scroll")
+        pg.screenshot(path=str(tmp_path / f"matrix-{width}.png"), full_page=True)
+        scrollable = box.evaluate("e => e.scrollWidth > e.clientWidth")
+        if width == 800:
+            assert scrollable  # too wide for 800 px: it scrolls in its box, not the page
+        box.evaluate("e => { e.scrollLeft = e.scrollWidth; e.scrollTop = e.scrollHeight; }")
+        header = pg.locator("table.matrix thead th.mode").last.bounding_box()
+        first = pg.locator("table.matrix tbody th.cand").last.bounding_box()
+        area = box.bounding_box()
+        assert header is not None and first is not None and area is not None
+        # the header row sits at the top of the box and the candidate column at its left
+        assert abs(header["y"] - area["y"]) <= 2, (header, area)
+        assert abs(first["x"] - area["x"]) <= 2, (first, area)
+        pg.screenshot(path=str(tmp_path / f"matrix-{width}-scrolled.png"))
+    finally:
+        ctx.close()
