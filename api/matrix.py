@@ -93,7 +93,7 @@ def grid(rows: list[dict[str, Any]]) -> dict[str, Any]:
         platforms.setdefault(r["candidate"], set()).add(r.get("platform") or "")
     for r in rows:
         row_key = f"{r['candidate']}\x00{r.get('platform') or ''}"
-        c = cands.setdefault(row_key, {"key": row_key, "name": r["candidate"], "label": r["label"],
+        cands.setdefault(row_key, {"key": row_key, "name": r["candidate"], "label": r["label"],
                                        "kind": r["kind"], "status": r["status"], "error": r.get("error"),
                                        "run_id": r.get("run_id"), "date": r.get("date"),
                                        "triton_version": r.get("triton_version"),
