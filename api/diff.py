@@ -23,7 +23,7 @@ REF_DOC = "a run (`12`, `#12`, `run:12`) or a candidate name (its latest complet
 
 def _resolve(s: Any, ref: str, field: str) -> Any:
     digits = ref.strip().removeprefix("run:").removeprefix("#")
-    if digits.isdigit() and int(digits) > MAX_ID:
+    if digits.isascii() and digits.isdigit() and int(digits) > MAX_ID:
         raise ApiError(404, "not_found", f"no run #{digits} in the store", field=field)
     try:
         return queries.resolve_ref(s, ref)

@@ -44,9 +44,9 @@ from api.errors import ApiError
 from api.schemas import ErrorResponse, UploadResponse
 from db.store import Store
 from survey.ingest import IngestResult, ingest
-from survey.report import Report
+from survey.report import MAX_INT, Report
 
-INT_MIN, INT_MAX = -(2**63), 2**63 - 1  # what the store's INTEGER columns hold
+INT_MIN, INT_MAX = -MAX_INT, MAX_INT  # what every JSON reader holds exactly (survey.report.MAX_INT)
 
 DEFAULT_MAX_UPLOAD_BYTES = 8 * 1024 * 1024
 DEFAULT_BODY_TIMEOUT_S = 60.0

@@ -155,7 +155,7 @@ def resolve_ref(s: Session, ref: str) -> m.Run:
             text = text[len(prefix):]
             break
     else:
-        if not text.isdigit():
+        if not (text.isascii() and text.isdigit()):
             cand = get_candidate(s, ref)
             run = latest_complete(s, cand.id)
             if run is None:

@@ -434,8 +434,29 @@ def parse_report(raw: bytes | str) -> tuple[Report, dict[str, Any]]:
     return report, data
 
 
+NO_NUL = "^[^\\x00]*$"
+
+
+def _held_to_parse_rules(node: Any) -> Any:
+    """The schema says what parse_report enforces beyond the models: integers within
+    +-MAX_INT, no NUL in any string or object key."""
+    if isinstance(node, dict):
+        out = {k: _held_to_parse_rules(v) for k, v in node.items()}
+        if out.get("type") == "integer":
+            out.setdefault("minimum", -MAX_INT)
+            out.setdefault("maximum", MAX_INT)
+        elif out.get("type") == "string":
+            out.setdefault("pattern", NO_NUL)
+        elif out.get("type") == "object" and out.get("additionalProperties", True) is not False:
+            out.setdefault("propertyNames", {"pattern": NO_NUL})
+        return out
+    if isinstance(node, list):
+        return [_held_to_parse_rules(x) for x in node]
+    return node
+
+
 def json_schema() -> dict[str, Any]:
-    schema = Report.model_json_schema()
+    schema = _held_to_parse_rules(Report.model_json_schema())
     schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
     schema["$id"] = "https://proton-survey.invalid/schema/probe-report.v2.schema.json"
     schema["title"] = "proton-survey probe report, schema version 2 (version 1: no platform, origin, attempts)"
