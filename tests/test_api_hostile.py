@@ -623,7 +623,7 @@ def get_routes(client: Client, filled_store: Store) -> list[str]:
         if "GET" not in methods:
             continue
         path = route.path.replace("{name:path}", "triton-3.9.0").replace("{run_id:int}", str(rid))
-        path = path.replace("{run_id}", str(rid))
+        path = path.replace("{run_id}", str(rid)).replace("{rest:path}", "triton-3.9.0/cupti/none.svg")
         if path.startswith(("/check", "/diff")) and "." in path:
             path += "?target=triton-3.9.0&backend=cupti" if path.startswith("/check") else "?a=1&b=2"
         out.append(path)
