@@ -6,6 +6,9 @@ JSON is a shields.io *endpoint* document (``schemaVersion``, ``label``, ``messag
 the cell's verdict (accepted, refused, absent, unknown, unstable), "stub-derived"
 where the answer came from a stub library, or "not measured"; where platforms
 disagree it says so, and ``?platform=KEY`` picks one. Cached per matrix version.
+
+Badges are images to embed, not API resources: they are left out of the OpenAPI
+document (README, "The service", lists them).
 """
 
 from __future__ import annotations
@@ -99,7 +102,7 @@ async def badge(
 
 def routes(router: APIRouter) -> None:
     router.add_api_route(
-        "/badge/{rest:path}", badge, methods=["GET"],
+        "/badge/{rest:path}", badge, methods=["GET"], include_in_schema=False,
         summary="One matrix cell as a badge: /badge/{candidate}/{backend}/{mode}.svg, or .json (a shields.io "
                 "endpoint document)",
         response_class=Response,

@@ -12,7 +12,7 @@ from starlette.responses import Response
 
 from api import cache as cache_mod
 from api import formats, openapi, render
-from api.matrix import stored_names
+from api.matrix import stored_names, stored_platforms
 
 METHODS = ("get", "post", "put", "patch", "delete")
 
@@ -21,7 +21,8 @@ async def spec(request: Request) -> dict[str, Any]:
     app = request.app
     version = await cache_mod.version(request)
     names = await cache_mod.memo(request, version, ("names",), lambda: stored_names(app.state.store))
-    return await cache_mod.memo(request, version, ("openapi",), lambda: openapi.document(app, names))
+    keys = await cache_mod.memo(request, version, ("platforms",), lambda: stored_platforms(app.state.store))
+    return await cache_mod.memo(request, version, ("openapi",), lambda: openapi.document(app, names, keys))
 
 
 async def openapi_json(request: Request) -> Response:

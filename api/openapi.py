@@ -89,15 +89,16 @@ def base(app: FastAPI) -> dict[str, Any]:
     return doc
 
 
-def document(app: FastAPI, candidate_names: list[str]) -> dict[str, Any]:
-    doc = base(app)
-    if not candidate_names or len(candidate_names) > MAX_ENUM:
-        return doc
-    doc = copy.deepcopy(doc)
+def document(app: FastAPI, candidate_names: list[str], platform_keys: list[str] | None = None) -> dict[str, Any]:
+    """The document with the stored candidate names and platform keys as the enums of
+    the matrix's ``candidate`` and ``platform`` filters (a value not stored is refused)."""
+    doc = copy.deepcopy(base(app))
+    enums = {"candidate": candidate_names, "platform": platform_keys or []}
     for path, ops in doc["paths"].items():
         if not path.startswith("/matrix."):
             continue
         for p in ops["get"].get("parameters", []):
-            if p["name"] == "candidate" and p["in"] == "query":
-                p["schema"] = {"type": "string", "enum": ["", *candidate_names]}
+            values = enums.get(p["name"])
+            if p["in"] == "query" and values is not None and len(values) <= MAX_ENUM:
+                p["schema"] = {"type": "string", "enum": ["", *values]}
     return doc

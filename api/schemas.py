@@ -7,7 +7,7 @@ shape is the probe report's, see ``/schema.json``.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -82,20 +82,35 @@ class RunResponse(BaseModel):
     report: dict[str, Any] | None = Field(description="the probe report as stored, parsed (see /schema.json)")
 
 
+class Answer(BaseModel):
+    answer: Literal["yes", "no", "unknown", "not_applicable"]
+    basis: str = Field(description="how we know")
+    source: str | None = Field(description="registry | cli | live | stub | libraries")
+    library: str | None = Field(description="the soname, for library_loads")
+    fix: str | None
+
+
 class CheckResponse(BaseModel):
-    exit_code: int = Field(description="what `survey check` exits with: 0 runs, 2 cannot run, 3 not enough evidence")
-    verdict: str = Field(description="runs | cannot_run | not_enough_evidence")
+    exit_code: int = Field(description="what `survey check` exits with: 0 runs, 2 cannot run, 3 not enough evidence, "
+                                       "7 cannot be obtained")
+    verdict: Literal["runs", "cannot_run", "not_enough_evidence"]
+    cause: str | None = Field(description="why it does not run, or why there is not enough evidence (None: it runs)")
     reason: str
     fix: str | None
     target: str
     backend: str
     mode: str | None
+    backend_present: Answer
+    mode_accepted: Answer
+    library_loads: Answer
+    candidate: str | None = Field(description="the stored candidate that answered")
+    environment: str | None
+    platform: str | None = Field(description="the platform whose evidence answered")
     run_id: int | None
     evidence_date: str | None
     evidence_age: str | None
-    outcome: str | None
+    live_outcome: str | None = Field(description="the live check's outcome (answers none of the questions alone)")
     details: list[str]
-    candidate: str | None = Field(None, description="the stored candidate that answered")
 
 
 class DiffResponse(Open):
