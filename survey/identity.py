@@ -107,7 +107,9 @@ def reported_identity(report: Report) -> dict[str, Any]:
         "host": env.platform.hostname,
         "prefix": env.python.prefix,
         "python": env.python.version,
-        "distributions": sorted((d.name, d.version) for d in env.distributions),
+        # (a version may be null: sorted on text, so two entries of one name still order)
+        "distributions": sorted(((d.name, d.version) for d in env.distributions),
+                                key=lambda nv: (nv[0], nv[1] is not None, nv[1] or "")),
         "triton": [env.triton.distribution, env.triton.version],
     }
 

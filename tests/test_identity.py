@@ -250,3 +250,11 @@ with store.session() as s:
         assert names["triton-3.7.1"] == "catalog" and names["h200"] == "adhoc"
     table = survey_cli("table", "--db", f"sqlite:///{db}")
     assert table.returncode == 0 and "| 3.7.1 " in table.stdout
+
+
+def test_a_reported_identity_with_a_null_version_is_stored(store: Store) -> None:
+    """Found by schemathesis: two distributions of one name, one without a version."""
+    data = json.loads(report_bytes("cpu-triton-3.8.0.json"))
+    data["environment"]["distributions"] = [{"name": "x", "version": "1"}, {"name": "x", "version": None}]
+    with store.session() as s:
+        assert ingest(s, json.dumps(data), candidate="nulls").created
