@@ -180,19 +180,31 @@ def bump_matrix_version(s: Session) -> None:
 _MODE_COLUMNS = [c for c in records.fields("mode_result") if c in m.ModeRow.__table__.c]
 
 
+def _text(value: Any) -> Any:
+    """A value for a text column: NUL shown as ``\\x00`` (PostgreSQL cannot hold NUL;
+    the stored report keeps the original, escaped by JSON)."""
+    if isinstance(value, str):
+        return value.replace("\x00", "\\x00")
+    if isinstance(value, list):
+        return [_text(v) for v in value]
+    if isinstance(value, dict):
+        return {_text(k): _text(v) for k, v in value.items()}
+    return value
+
+
 def _store_rows(s: Session, run: m.Run, report: Report) -> None:
     for e in report.modes:
-        data = e.model_dump()
+        data = _text(e.model_dump())
         s.add(m.ModeRow(run_id=run.id, **{c: data[c] for c in _MODE_COLUMNS}))
     for lib in report.libraries:
-        s.add(m.LibraryRow(run_id=run.id, name=lib.name, backends=lib.backends, loads=lib.loads, error=lib.error,
-                           versioned_only=lib.versioned_only, fix=lib.fix,
-                           candidates=[c.model_dump() for c in lib.candidates]))
+        s.add(m.LibraryRow(run_id=run.id, name=_text(lib.name), backends=_text(lib.backends), loads=lib.loads,
+                           error=_text(lib.error), versioned_only=lib.versioned_only, fix=_text(lib.fix),
+                           candidates=_text([c.model_dump() for c in lib.candidates])))
     for c in report.captures:
         s.add(m.CaptureRow(
-            run_id=run.id, backend=c.backend, mode=c.mode, outcome=c.outcome, exit_code=c.exit_code,
-            message=c.message, max_abs_err=c.max_abs_err, loop_s=c.loop_s, duration_s=c.duration_s,
-            kernel_count=c.kernel_count, gpu_time_ns=c.gpu_time_ns, top_kernel=c.top_kernel,
+            run_id=run.id, backend=_text(c.backend), mode=_text(c.mode), outcome=c.outcome, exit_code=c.exit_code,
+            message=_text(c.message), max_abs_err=c.max_abs_err, loop_s=c.loop_s, duration_s=c.duration_s,
+            kernel_count=c.kernel_count, gpu_time_ns=c.gpu_time_ns, top_kernel=_text(c.top_kernel),
             top_kernel_time_ns=c.top_kernel_time_ns,
             artifact_sha256=c.artifact.sha256 if c.artifact else None,
             artifact_bytes=c.artifact.bytes if c.artifact else None,

@@ -395,8 +395,6 @@ def check_values(data: Any) -> None:
 
 def _check_string(text: str, path: tuple[str, ...]) -> None:
     where = ".".join(path) or "(root)"
-    if "\x00" in text:
-        raise ReportError(f"{where}: a string holds a NUL character", field=where)
     try:
         text.encode("utf-8")
     except UnicodeEncodeError:
@@ -439,16 +437,13 @@ NO_NUL = "^[^\\x00]*$"
 
 def _held_to_parse_rules(node: Any) -> Any:
     """The schema says what parse_report enforces beyond the models: integers within
-    +-MAX_INT, no NUL in any string or object key."""
+    +-MAX_INT. (NUL is allowed: the stored JSON escapes it, and ingest shows it as
+    ``\\x00`` in the columns it copies, which PostgreSQL could not hold.)"""
     if isinstance(node, dict):
         out = {k: _held_to_parse_rules(v) for k, v in node.items()}
         if out.get("type") == "integer":
             out.setdefault("minimum", -MAX_INT)
             out.setdefault("maximum", MAX_INT)
-        elif out.get("type") == "string":
-            out.setdefault("pattern", NO_NUL)
-        elif out.get("type") == "object" and out.get("additionalProperties", True) is not False:
-            out.setdefault("propertyNames", {"pattern": NO_NUL})
         return out
     if isinstance(node, list):
         return [_held_to_parse_rules(x) for x in node]
