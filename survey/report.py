@@ -388,9 +388,6 @@ def check_values(data: Any) -> None:
             stack.extend((v, path + (str(i),)) for i, v in enumerate(value))
         elif isinstance(value, str):
             _check_string(value, path)
-        elif isinstance(value, int) and not isinstance(value, bool) and abs(value) > MAX_INT:
-            raise ReportError(f"{'.'.join(path) or '(root)'}: integer {str(value)[:30]} is out of range "
-                              f"(at most {MAX_INT} in magnitude)", field=".".join(path) or "(root)")
 
 
 def _check_string(text: str, path: tuple[str, ...]) -> None:
