@@ -108,10 +108,9 @@ async def candidates_view(
 
 def _find(s: Session, name: str, fmt: str) -> tuple[m.Candidate, str]:
     """The candidate (and the format to answer in) for a path ``name`` + ``.fmt``."""
-    query = select(m.Candidate)
-    cand = s.scalar(query.where(m.Candidate.name == name))
+    cand = queries.find_candidate(s, name)
     if cand is None and fmt != formats.HTML:
-        whole = s.scalar(query.where(m.Candidate.name == f"{name}.{fmt}"))
+        whole = queries.find_candidate(s, f"{name}.{fmt}")
         if whole is not None:
             return whole, formats.HTML
     if cand is None:

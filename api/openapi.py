@@ -4,7 +4,7 @@ FastAPI builds it from the routes once. Two things are added here:
 
 - the request body of ``POST /runs`` is the probe report's own JSON Schema
   (``survey.report.json_schema``, its ``$defs`` moved to
-  ``components/schemas/ProbeReport_*``, integers bounded to 64 bits as uploads
+  ``components/schemas/ProbeReport_*``, integers bounded as uploads
   are: ``api.upload.check_types``), so a client can validate before uploading,
   and its answers link to the stored run, report and candidate;
 - the ``candidate`` filter of ``/matrix.*`` lists the stored candidate names as
@@ -29,7 +29,8 @@ PREFIX = "ProbeReport_"
 
 
 def _rewrite_refs(node: Any) -> Any:
-    """References into components; every integer bounded to 64 bits (as uploads are held to)."""
+    """References into components; every integer bounded (+-(2**53-1) unless the
+    schema says less), as uploads are held to."""
     if isinstance(node, dict):
         out: dict[str, Any] = {}
         for k, v in node.items():

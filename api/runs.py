@@ -22,7 +22,7 @@ from db import models as m
 from survey import queries
 from survey import verdicts as survey_verdicts
 
-MAX_ID = 2**63 - 1
+MAX_ID = queries.MAX_RUN_ID  # the largest id a run can have (32-bit INTEGER columns)
 RunId = Annotated[int, Path(description="the run's id")]
 # Budgets (characters of evidence) per part of a run page; see api.clip.
 SECTION_BUDGETS = {"modes": 64_000, "captures": 32_000, "libraries": 16_000, "environment": 24_000,

@@ -10,7 +10,7 @@
   naming the first failing field (``modes.3.outcome``). The upload holds a
   report to its JSON Schema exactly (:func:`check_types`): JSON types as
   declared (no ``false`` for a number, no ``"1"`` for an integer) and integers
-  that fit in 64 bits, as ``/openapi.json`` says.
+  within the bounds ``/openapi.json`` gives them.
 - A body that has not arrived whole within ``body_timeout`` seconds (default
   60; ``$SURVEY_BODY_TIMEOUT``): 408, and the connection is closed. A client
   that goes away mid-upload is let go quietly (nothing stored, nothing logged).
@@ -29,12 +29,12 @@ from __future__ import annotations
 
 import hmac
 import json
-from typing import Annotated, Any
+from typing import Annotated
 
 import anyio
 from fastapi import APIRouter, Depends, Query, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
-from pydantic import BaseModel, ValidationError
+from pydantic import ValidationError
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import ClientDisconnect
 from starlette.responses import Response
@@ -44,7 +44,7 @@ from api.errors import ApiError
 from api.schemas import ErrorResponse, UploadResponse
 from db.store import Store
 from survey.ingest import IngestResult, ingest
-from survey.report import MAX_INT, Report
+from survey.report import MAX_INT, Report, out_of_bounds
 
 INT_MIN, INT_MAX = -MAX_INT, MAX_INT  # what every JSON reader holds exactly (survey.report.MAX_INT)
 
@@ -108,31 +108,16 @@ async def read_body(request: Request, limit: int, timeout: float) -> bytes:
     return b"".join(chunks)
 
 
-def _wide_int(value: Any, where: str) -> str | None:
-    """The first declared integer field (dotted) of a validated model outside 64 bits."""
-    if isinstance(value, BaseModel):
-        for name in type(value).model_fields:
-            bad = _wide_int(getattr(value, name), f"{where}.{name}" if where else name)
-            if bad:
-                return bad
-    elif isinstance(value, list):
-        for i, x in enumerate(value):
-            bad = _wide_int(x, f"{where}.{i}")
-            if bad:
-                return bad
-    elif isinstance(value, int) and not isinstance(value, bool) and not INT_MIN <= value <= INT_MAX:
-        return where
-    return None
-
-
 def check_types(raw: bytes) -> None:
     """422 for a report that the lenient reading (``survey.ingest``) would take but its
     JSON Schema does not: a value of another JSON type (pydantic's lax mode turns
-    ``false`` into 0.0 and ``"3"`` into 3) or an integer wider than 64 bits. A report
+    ``false`` into 0.0 and ``"3"`` into 3) or an integer outside its schema bounds
+    (``survey.report.out_of_bounds``: 32 bits for exit codes, sizes and counts the
+    store keeps in columns, +-(2**53-1) elsewhere the schema types an integer). A report
     invalid either way is left to ``ingest``, whose message names the first field."""
     try:
         data = json.loads(raw)
-        lax = Report.model_validate(data)
+        Report.model_validate(data)
     except (ValueError, RecursionError, ValidationError):
         return
     try:
@@ -146,9 +131,10 @@ def check_types(raw: bytes) -> None:
             loc = ".".join(str(x) for x in err["loc"]) or "(root)"
             raise ApiError(422, "invalid_report",
                            f"{loc}: {err['msg']} (a {type(err.get('input')).__name__} was given)", field=loc)
-    wide = _wide_int(lax, "")
+    wide = out_of_bounds(data)
     if wide:
-        raise ApiError(422, "invalid_report", f"{wide}: an integer outside 64 bits", field=wide)
+        raise ApiError(422, "invalid_report", f"{wide}: an integer outside the bounds the report's JSON Schema "
+                       "gives it", field=wide)
 
 
 def store_report(store: Store, raw: bytes, candidate: str | None, label: str | None) -> IngestResult:

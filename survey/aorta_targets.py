@@ -23,15 +23,13 @@ The kinds proton-survey cannot launch are said, with why: ``local``/``default``
 from __future__ import annotations
 
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
 from db.store import Store
 from survey.aorta_envs import AortaEnvironment, find_aorta_python
-from survey.errors import SurveyError
 from survey.launchers import Launcher
-from survey.survey_run import Outcome, ProbeSettings, survey_one
+from survey.survey_run import Outcome, ProbeSettings, in_parallel, survey_one
 
 PREFIX = "aorta:"
 
@@ -131,12 +129,6 @@ def survey_targets(
     """``survey run --aorta-environments``: every launchable aorta environment, in parallel."""
 
     def one(t: AortaTarget) -> Outcome:
-        try:
-            out = survey_target(store, t, settings, report=lambda msg: on_update(t.name, msg))
-        except SurveyError as e:
-            out = Outcome(t.name, "failed", None, e.message, 0.0)
-        on_done(out)
-        return out
+        return survey_target(store, t, settings, report=lambda msg: on_update(t.name, msg))
 
-    with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
-        return list(pool.map(one, targets))
+    return in_parallel(targets, jobs, lambda t: t.name, one, on_done)

@@ -181,10 +181,11 @@ _MODE_COLUMNS = [c for c in records.fields("mode_result") if c in m.ModeRow.__ta
 
 
 def _text(value: Any) -> Any:
-    """A value for a text column: NUL shown as ``\\x00`` (PostgreSQL cannot hold NUL;
-    the stored report keeps the original, escaped by JSON)."""
+    """A value for a text column: NUL shown as U+2400 (PostgreSQL cannot hold NUL;
+    one character for one, so a value still fits its column; the stored report
+    keeps the original, escaped by JSON)."""
     if isinstance(value, str):
-        return value.replace("\x00", "\\x00")
+        return value.replace("\x00", "\u2400")
     if isinstance(value, list):
         return [_text(v) for v in value]
     if isinstance(value, dict):

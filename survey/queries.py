@@ -118,15 +118,30 @@ def slots(s: Session, scope: str = "all", candidate: str | None = None) -> list[
     return out
 
 
+def find_candidate(s: Session, name: str) -> m.Candidate | None:
+    """The stored candidate of this name, or None. A name holding NUL cannot be
+    stored (survey.names), and PostgreSQL refuses it even in a comparison."""
+    if "\x00" in name:
+        return None
+    return s.scalar(select(m.Candidate).where(m.Candidate.name == name))
+
+
 def get_candidate(s: Session, name: str) -> m.Candidate:
-    c = s.scalar(select(m.Candidate).where(m.Candidate.name == name))
+    c = find_candidate(s, name)
     if c is None:
         raise UnknownTarget(f"no candidate named {name!r} in the store",
                             hint="`survey run` surveys the catalog; `survey table --all` lists what is stored")
     return c
 
 
+# Run ids are INTEGER columns (db.models): 32 bits on PostgreSQL, which refuses a
+# larger literal in a comparison (DataError) where SQLite would just find nothing.
+MAX_RUN_ID = 2**31 - 1
+
+
 def get_run(s: Session, run_id: int) -> m.Run:
+    if not 0 < run_id <= MAX_RUN_ID:
+        raise UnknownTarget(f"no run #{run_id} in the store")
     r = s.scalar(run_query().where(m.Run.id == run_id))
     if r is None:
         raise UnknownTarget(f"no run #{run_id} in the store")
@@ -142,9 +157,6 @@ def latest_complete(s: Session, candidate_id: int, platform_key: str | None = No
         q = q.join(m.Environment, m.Run.environment_id == m.Environment.id) \
             .where(m.Environment.identity == environment_identity)
     return s.scalar(q.order_by(m.Run.id.desc()).limit(1))
-
-
-MAX_RUN_ID = 2**63 - 1
 
 
 def resolve_ref(s: Session, ref: str) -> m.Run:

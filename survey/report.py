@@ -9,6 +9,8 @@ The vocabularies are spelled out here for the type checker and tested against
 
 from __future__ import annotations
 
+import copy
+import functools
 import hashlib
 import json
 from typing import Annotated, Any, Literal
@@ -435,7 +437,7 @@ NO_NUL = "^[^\\x00]*$"
 def _held_to_parse_rules(node: Any) -> Any:
     """The schema says what parse_report enforces beyond the models: integers within
     +-MAX_INT. (NUL is allowed: the stored JSON escapes it, and ingest shows it as
-    ``\\x00`` in the columns it copies, which PostgreSQL could not hold.)"""
+    U+2400 in the columns it copies, which PostgreSQL could not hold.)"""
     if isinstance(node, dict):
         out = {k: _held_to_parse_rules(v) for k, v in node.items()}
         if out.get("type") == "integer":
@@ -448,8 +450,78 @@ def _held_to_parse_rules(node: Any) -> Any:
 
 
 def json_schema() -> dict[str, Any]:
+    return copy.deepcopy(_schema())
+
+
+@functools.cache
+def _schema() -> dict[str, Any]:
     schema = _held_to_parse_rules(Report.model_json_schema())
     schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
     schema["$id"] = "https://proton-survey.invalid/schema/probe-report.v2.schema.json"
     schema["title"] = "proton-survey probe report, schema version 2 (version 1: no platform, origin, attempts)"
     return schema
+
+
+def _int_fits(value: int, node: dict[str, Any], defs: dict[str, Any]) -> bool:
+    """Whether ``node`` of the JSON Schema lets this integer be, as to its bounds
+    (a value of a type the node does not take is the models' to refuse)."""
+    node = _deref(node, defs)
+    alternatives = node.get("anyOf") or node.get("oneOf")
+    if alternatives:
+        takers = [a for a in (_deref(x, defs) for x in alternatives)
+                  if a.get("anyOf") or a.get("oneOf") or a.get("type") in (None, "integer", "number")]
+        return not takers or any(_int_fits(value, a, defs) for a in takers)
+    if node.get("type") == "integer":
+        return bool(node.get("minimum", -MAX_INT) <= value <= node.get("maximum", MAX_INT))
+    return True
+
+
+def _deref(node: dict[str, Any], defs: dict[str, Any]) -> dict[str, Any]:
+    while "$ref" in node:
+        node = defs[node["$ref"].rsplit("/", 1)[-1]]
+    return node
+
+
+def _children(node: dict[str, Any], defs: dict[str, Any], key: str | int) -> list[dict[str, Any]]:
+    """The schema nodes a member ``key`` of a value under ``node`` is held to."""
+    node = _deref(node, defs)
+    out: list[dict[str, Any]] = []
+    for alt in node.get("anyOf") or node.get("oneOf") or []:
+        out.extend(_children(alt, defs, key))
+    if isinstance(key, str):
+        props = node.get("properties", {})
+        extra = node.get("additionalProperties")
+        if key in props:
+            out.append(props[key])
+        elif isinstance(extra, dict):
+            out.append(extra)
+    else:
+        items = node.get("items")
+        if isinstance(items, dict):
+            out.append(items)
+    return out
+
+
+def out_of_bounds(data: Any) -> str | None:
+    """The first integer (dotted path) outside the bounds the report's JSON Schema
+    gives it: Int32 fields, and +-MAX_INT wherever the schema types an integer --
+    not inside free-form evidence, which the schema leaves open."""
+    schema = _schema()
+    defs = schema.get("$defs", {})
+    stack: list[tuple[Any, list[dict[str, Any]], tuple[str, ...]]] = [(data, [schema], ())]
+    while stack:
+        value, nodes, path = stack.pop()
+        if not nodes:
+            continue
+        if isinstance(value, bool):
+            continue
+        if isinstance(value, int):
+            if not all(_int_fits(value, n, defs) for n in nodes):
+                return ".".join(path) or "(root)"
+        elif isinstance(value, dict):
+            for k, v in value.items():
+                stack.append((v, [c for n in nodes for c in _children(n, defs, k)], path + (k,)))
+        elif isinstance(value, list):
+            for i, v in enumerate(value):
+                stack.append((v, [c for n in nodes for c in _children(n, defs, i)], path + (str(i),)))
+    return None

@@ -170,15 +170,26 @@ def run_survey(
 ) -> list[Outcome]:
     def one(item: tuple[int, Entry]) -> Outcome:
         position, entry = item
+        launcher = make_launcher(entry, engine=engine, pull=pull)
+        return survey_one(store, entry.name, entry.display_label, entry.kind, entry.spec(), position,
+                          launcher, settings.for_entry(entry), report=lambda msg: on_update(entry.name, msg),
+                          scope="catalog")
+
+    return in_parallel(entries, jobs, lambda item: item[1].name, one, on_done)
+
+
+def in_parallel(items: list[Any], jobs: int, name: Callable[[Any], str], survey: Callable[[Any], Outcome],
+                on_done: Callable[[Outcome], None]) -> list[Outcome]:
+    """``survey(item)`` for every item, ``jobs`` at a time, in order; a target that
+    cannot be surveyed (SurveyError) is a ``failed`` outcome, not the end of the run."""
+
+    def one(item: Any) -> Outcome:
         try:
-            launcher = make_launcher(entry, engine=engine, pull=pull)
-            out = survey_one(store, entry.name, entry.display_label, entry.kind, entry.spec(), position,
-                             launcher, settings.for_entry(entry), report=lambda msg: on_update(entry.name, msg),
-                             scope="catalog")
+            out = survey(item)
         except SurveyError as e:
-            out = Outcome(entry.name, "failed", None, e.message, 0.0)
+            out = Outcome(name(item), "failed", None, e.message, 0.0)
         on_done(out)
         return out
 
     with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
-        return list(pool.map(one, entries))
+        return list(pool.map(one, items))

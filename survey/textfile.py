@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 MAX_BYTES = 8 << 20
 
 
-def read_text(path: Path, what: str, error: type[Exception], *, max_bytes: int = MAX_BYTES) -> str:
+def read_text(path: Path, what: str, error: Callable[[str], Exception], *, max_bytes: int = MAX_BYTES) -> str:
     """The file's UTF-8 text. ``error(message)`` when it is missing, a directory,
     unreadable, larger than ``max_bytes``, binary (holds NUL) or not UTF-8;
     ``what`` names what the file should have been ("an aorta recipe")."""

@@ -204,6 +204,30 @@ def test_page_parameters_are_checked(many_candidates: Store, make_client: Any, q
     assert_error(c.get(f"/candidates/c-3.9.0.json?{query}"), 422, "invalid_input", field)
 
 
+def test_run_ids_past_what_a_store_holds_are_answered_not_crashed(store: Store, make_client: Any) -> None:
+    """Run ids are 32-bit INTEGER columns; PostgreSQL refuses a larger literal in
+    a comparison (schemathesis found a 500 on ``_next=2411207559537``)."""
+    add_unobtainable(store, "flaky", "attempt failed")
+    c = make_client(store)
+    huge = 2**31
+    assert_error(c.get(f"/candidates/flaky.json?_next={huge}"), 422, "invalid_input", "_next")
+    assert c.get(f"/candidates/flaky.json?_next={huge - 1}").status_code == 200
+    for path in (f"/runs/{huge}.json", f"/runs/{huge}/report.json", f"/runs/{10**30}.json"):
+        assert_error(c.get(path), 404, "not_found")
+    assert_error(c.get(f"/diff.json?a={huge}&b=flaky"), 404, "not_found", "a")
+
+
+def test_a_name_holding_nul_is_looked_up_as_not_stored(store: Store, make_client: Any) -> None:
+    """No name holds NUL (survey.names); PostgreSQL refuses NUL even in a comparison
+    (schemathesis found a 500 on ``/diff.json?a=%00``)."""
+    add_unobtainable(store, "flaky", "attempt failed")
+    c = make_client(store)
+    assert_error(c.get("/diff.json?a=fl%00aky&b=flaky"), 404, "not_found", "a")
+    assert_error(c.get("/candidates/fl%00aky.json"), 404, "not_found")
+    r = c.get("/check.json?target=fl%00aky&backend=cupti")
+    assert r.status_code == 200 and r.json()["cause"] == "not_probed"
+
+
 def test_the_runs_of_a_candidate_are_paginated(store: Store, make_client: Any) -> None:
     ids = [add_unobtainable(store, "flaky", f"attempt {i} failed") for i in range(5)]
     c = make_client(store)
@@ -764,3 +788,19 @@ def test_concurrent_misses_compute_once(filled_store: Store, make_client: Any, p
         sql.close()
     assert codes == [200] * 20 and alone > 0
     assert sql.n == alone, (sql.n, alone)
+
+
+def test_a_name_the_published_pattern_allows_is_stored(store: Store, make_client: Any) -> None:
+    """One rule (survey.names.PATTERN) for the API's check, ingest and the OpenAPI
+    document: an unassigned or private-use character is shown as itself and allowed
+    by the published pattern, so the upload is stored (schemathesis found ingest
+    refusing what the schema allowed)."""
+    c = make_client(store, token=TOKEN)
+    pattern = c.get("/openapi.json").json()["paths"]["/runs"]["post"]["parameters"]
+    published = {p["name"]: p["schema"]["pattern"] for p in pattern}
+    label = "lab\U000b3e24el \ue000 \u0600"
+    assert re.match(published["label"], label) and re.match(published["candidate"], "cand\U000b3e24")
+    r = c.upload(report_bytes(REPORT), params={"candidate": "cand\U000b3e24", "label": label})
+    assert r.status_code == 201, r.text
+    with store.session() as s:
+        assert queries.get_candidate(s, "cand\U000b3e24").label == label

@@ -208,13 +208,18 @@ def test_reports_with_text_no_store_can_hold_are_refused_by_name(store, raw: byt
         assert s.scalar(select(func.count()).select_from(m.Run)) == 0
 
 
-def test_nul_is_kept_in_the_report_and_shown_escaped_in_columns(store) -> None:
-    """A crashed check's stderr can hold NUL; PostgreSQL text cannot: the row shows \\x00."""
-    raw = _edited(lambda d: d["modes"][0].update(stderr_tail="dump:\u0000 end", message="bad\u0000name"))
+def test_nul_is_kept_in_the_report_and_shown_as_a_symbol_in_columns(store) -> None:
+    """A crashed check's stderr can hold NUL; PostgreSQL text cannot: the row shows
+    U+2400, one character for one, so a value at its column's length still fits
+    (schemathesis: a 20-character signal holding NUL overflowed VARCHAR(20))."""
+    signal = "\u0000" * 20
+    raw = _edited(lambda d: d["modes"][0].update(stderr_tail="dump:\u0000 end", message="bad\u0000name",
+                                                 signal=signal))
     with store.session() as s:
         res = ingest(s, raw, source="upload")
         run = s.get(m.Run, res.run_id)
-        assert run.modes[0].stderr_tail == "dump:\\x00 end" and run.modes[0].message == "bad\\x00name"
+        assert run.modes[0].stderr_tail == "dump:\u2400 end" and run.modes[0].message == "bad\u2400name"
+        assert run.modes[0].signal == "\u2400" * 20
         assert json.loads(run.report.raw)["modes"][0]["stderr_tail"] == "dump:\x00 end"
 
 

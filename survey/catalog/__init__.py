@@ -9,6 +9,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from survey.errors import CatalogError
+from survey.textfile import read_text
 
 DEFAULT = Path(__file__).with_name("default.toml")
 NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._\-]*$"
@@ -101,16 +102,9 @@ class Catalog(BaseModel):
 
 def load(path: str | Path | None = None) -> Catalog:
     p = Path(path) if path else DEFAULT
+    text = read_text(p, "a TOML catalog", lambda msg: CatalogError(f"catalog {msg}"))
     try:
-        data = tomllib.loads(p.read_text())
-    except FileNotFoundError:
-        raise CatalogError(f"catalog {p}: no such file")
-    except IsADirectoryError:
-        raise CatalogError(f"catalog {p}: is a directory, not a TOML file")
-    except UnicodeDecodeError as e:
-        raise CatalogError(f"catalog {p}: not UTF-8 text (byte {e.start}): not a TOML catalog")
-    except OSError as e:
-        raise CatalogError(f"catalog {p}: cannot read it: {e.strerror or e}")
+        data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as e:
         raise CatalogError(f"catalog {p}: not valid TOML: {e}")
     if "candidate" not in data:
