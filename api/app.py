@@ -36,7 +36,7 @@ from dataclasses import dataclass
 from fastapi import APIRouter, FastAPI
 from fastapi.staticfiles import StaticFiles
 
-from api import badges, candidates, check, diff, docs, errors, matrix, meta, render, runs, upload
+from api import badges, candidates, check, diff, docs, errors, history, matrix, meta, render, runs, upload
 from api.cache import MatrixCache
 from api.middleware import HeadAsGet, SecurityHeaders
 from db.store import Store
@@ -106,7 +106,7 @@ def create_app(store: Store, *, token: str | None = None, max_upload_bytes: int 
     app.state.matrix_cache = cache
     errors.install(app)
     router = APIRouter()
-    for module in (meta, matrix, candidates, runs, diff, check, upload, docs, badges):
+    for module in (meta, matrix, candidates, runs, history, diff, check, upload, docs, badges):
         module.routes(router)
     app.include_router(router)
     app.mount("/static", StaticFiles(directory=str(render.STATIC)), name="static")

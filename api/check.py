@@ -26,7 +26,7 @@ from api import formats
 from api.cache import Entry
 from api.errors import ApiError
 from api.formats import Resource
-from api.matrix import MODE_LABELS, one_of
+from api.matrix import MODE_LABELS, one_of, stored_names
 from api.schemas import ERRORS, CheckResponse
 from probes import outcomes as O
 from survey import check as survey_check
@@ -90,7 +90,10 @@ async def check_view(
     = None,
 ) -> Any:
     form = {"target": target, "backend": backend, "mode": mode}
-    ctx: dict[str, Any] = {"title": "Check", "form": form, "result": None}
+    ctx: dict[str, Any] = {"title": "Check", "form": form, "result": None, "modes": MODE_LABELS, "names": []}
+    if fmt == formats.HTML:  # the form offers the stored candidates
+        ctx["names"] = await cache_mod.memo(request, await cache_mod.version(request), ("names",),
+                                            lambda: stored_names(request.app.state.store))
     if fmt == formats.HTML and not target and not backend:
         return Resource(None, "check.html", ctx)
     if not target:

@@ -4,6 +4,12 @@
 takes no filters). Bodies are cached per (format, filters) until the matrix
 version moves (see ``api.cache``), and carry an ETag.
 
+Pages (:mod:`api.pages`): ``/matrix``, ``.json`` and ``.csv`` hold at most
+``_size`` (candidate, platform) rows of the grid -- each with all its backend x
+mode rows -- per page (default 100, at most 1000), so a page is at most
+``_size`` x (backends x modes) rows of at most :data:`TEXT` characters of
+evidence text each; ``next_url`` (and ``Link: rel="next"``) names the next.
+
 Filters: ``backend``, ``mode`` (``none``: no mode), ``outcome``, ``verdict``
 and ``candidate``; empty means any. A value that names nothing is refused (422,
 listing the valid values) before the cache is looked at, so made-up values
@@ -21,7 +27,7 @@ from sqlalchemy.orm import Session
 from starlette.responses import Response
 
 from api import cache as cache_mod
-from api import formats, render
+from api import formats, pages, render
 from api.cache import Entry
 from api.errors import ApiError
 from api.schemas import ERRORS, MatrixResponse
@@ -111,7 +117,33 @@ def grid(rows: list[dict[str, Any]]) -> dict[str, Any]:
             backends[-1] = (b, backends[-1][1] + 1)
         else:
             backends.append((b, 1))
+    for c in cands.values():
+        c["spans"] = spans(c["key"], columns, cells)
     return {"candidates": list(cands.values()), "columns": columns, "backends": backends, "cells": cells}
+
+
+def _same(cell: dict[str, Any]) -> tuple[Any, ...]:
+    """What a cell shows (and its title says): cells equal in this are one answer."""
+    return (cell["outcome"], cell["verdict"], cell.get("verdict_source"), cell.get("stub_outcome"),
+            cell.get("reason"), cell.get("capture_outcome"), cell.get("capture_kernel_count"), cell["run_id"])
+
+
+def spans(row_key: str, columns: list[tuple[str, str | None]],
+          cells: dict[tuple[str, str, str | None], dict[str, Any]]) -> list[dict[str, Any]]:
+    """A grid row as cells to draw: neighbouring modes of one backend that say the
+    same thing (one run; same outcome, verdict and reason) are one cell spanning
+    them, which names the modes it covers; an empty column is its own cell."""
+    out: list[dict[str, Any]] = []
+    for b, m in columns:
+        cell = cells.get((row_key, b, m))
+        last = out[-1] if out else None
+        if cell is not None and last is not None and last["cell"] is not None and last["backend"] == b \
+                and _same(last["cell"]) == _same(cell):
+            last["modes"].append(m)
+            last["colspan"] += 1
+            continue
+        out.append({"backend": b, "modes": [m], "colspan": 1, "cell": cell})
+    return out
 
 
 def check_filters(filters: dict[str, str | None], names: list[str]) -> None:
@@ -126,29 +158,50 @@ def check_filters(filters: dict[str, str | None], names: list[str]) -> None:
         raise one_of("candidate", name, names)
 
 
-def build(store: Store, fmt: str, filters: dict[str, str | None], version: str, scope: str = "catalog") -> Entry:
+def slot_groups(store: Store, filters: dict[str, str | None], scope: str) -> list[list[dict[str, Any]]]:
+    """The matrix rows, grouped by (candidate, platform) in matrix order: the unit of a page."""
     with store.session() as s:
-        if fmt == "md":
-            body = docs_table.markdown(s, scope).encode("utf-8")
+        rows = matrix_rows(s, filters, scope)
+    groups: list[list[dict[str, Any]]] = []
+    for r in rows:
+        if groups and (groups[-1][0]["candidate"], groups[-1][0].get("platform")) == \
+                (r["candidate"], r.get("platform")):
+            groups[-1].append(r)
         else:
-            rows = matrix_rows(s, filters, scope)
-            if fmt == "json":
-                body = formats.json_bytes({"matrix_version": version, "filters": filters, "scope": scope,
-                                           "count": len(rows), "rows": rows})
-            elif fmt == "csv":
-                body = formats.body(formats.Resource(None, "", rows=rows, columns=COLUMNS), "csv")
-            else:
-                names = [c.name for c in queries.candidates(s)]
-                body = render.page("matrix.html", {
-                    "title": "Availability matrix", "rows": rows, "grid": grid(rows), "filters": filters,
-                    "choices": {"backend": O.BACKENDS, "mode": MODE_LABELS, "candidate": names,
-                                "outcome": O.OUTCOMES, "verdict": VERDICTS,
-                                "platform": sorted({r["platform"] for r in rows if r.get("platform")})},
-                    "version": version,
-                    "formats": {"json": "/matrix.json" + render.qs(**filters),
-                                "csv": "/matrix.csv" + render.qs(**filters), "md": "/matrix.md"},
-                }).encode("utf-8")
-    return Entry.of(body, formats.MEDIA_TYPES[fmt])
+            groups.append([r])
+    return groups
+
+
+def docs_entry(store: Store, scope: str) -> Entry:
+    with store.session() as s:
+        return Entry.of(docs_table.markdown(s, scope).encode("utf-8"), formats.MEDIA_TYPES["md"])
+
+
+def build(request: Request, fmt: str, filters: dict[str, str | None], version: str, scope: str,
+          groups: list[list[dict[str, Any]]], size: int, start: int) -> Entry:
+    """One page of the matrix in ``fmt``."""
+    page = pages.offset_page(request, groups, size, start)
+    rows = [r for group in page.rows for r in group]
+    paging = {"total": page.total, "next": page.next, "next_url": page.next_url}
+    if fmt == "json":
+        body = formats.json_bytes({"matrix_version": version, "filters": filters, "scope": scope,
+                                   "count": len(rows), **paging, "rows": rows})
+    elif fmt == "csv":
+        body = formats.body(formats.Resource(None, "", rows=rows, columns=COLUMNS), "csv")
+    else:
+        store = request.app.state.store
+        with store.session() as s:
+            names = [c.name for c in queries.candidates(s)]
+            platforms = stored_platforms(store)
+        body = render.page("matrix.html", {
+            "title": "Availability matrix", "rows": rows, "grid": grid(rows), "filters": filters, "page": page,
+            "choices": {"backend": O.BACKENDS, "mode": MODE_LABELS, "candidate": names,
+                        "outcome": O.OUTCOMES, "verdict": VERDICTS, "platform": platforms},
+            "version": version,
+            "formats": {"json": "/matrix.json" + render.qs(**filters),
+                        "csv": "/matrix.csv" + render.qs(**filters), "md": "/matrix.md"},
+        }).encode("utf-8")
+    return Entry.of(body, formats.MEDIA_TYPES[fmt], page.headers())
 
 
 def _enum(valid: tuple[str, ...]) -> dict[str, Any]:
@@ -178,15 +231,21 @@ async def matrix_view(
     verdict: VerdictFilter = "",
     platform: PlatformFilter = "",
     scope: ScopeParam = "",
+    size: Annotated[int, Query(alias="_size", ge=1, le=pages.MAX_SIZE,
+                               description=f"(candidate, platform) rows of the grid per page, each with all its "
+                                           f"backend x mode rows (default {pages.DEFAULT_SIZE}, at most "
+                                           f"{pages.MAX_SIZE})")] = pages.DEFAULT_SIZE,
+    start: Annotated[int, Query(alias="_next", ge=0, description="where the page starts (an offset): the `next` "
+                                                                  "of the previous page")] = 0,
     if_none_match: Annotated[str | None, Header(description="an ETag of an earlier answer: 304 if unchanged")]
     = None,
 ) -> Response:
     state = request.app.state
     if fmt == "md":
-        given = [k for k in FILTER_NAMES if request.query_params.get(k)]
+        given = [k for k in (*FILTER_NAMES, "_size", "_next") if request.query_params.get(k)]
         if given:
-            raise ApiError(422, "invalid_input", "the docs table (/matrix.md) is not filtered; drop the filters, "
-                           "or ask /matrix.csv or /matrix.json for the filtered rows", field=given[0])
+            raise ApiError(422, "invalid_input", "the docs table (/matrix.md) is not filtered or paged; drop "
+                           f"{given[0]}, or ask /matrix.csv or /matrix.json for the filtered rows", field=given[0])
     filters: dict[str, str | None] = {"backend": backend or None, "mode": mode or None,
                                       "candidate": candidate or None, "outcome": outcome or None,
                                       "verdict": verdict or None, "platform": platform or None}
@@ -194,6 +253,10 @@ async def matrix_view(
         raise one_of("scope", scope, queries.SCOPES)
     the_scope = scope or "catalog"
     version = await cache_mod.version(request)
+    if fmt == "md":
+        entry = await cache_mod.memo(request, version, ("matrix", "md", the_scope),
+                                     lambda: docs_entry(state.store, the_scope))
+        return cache_mod.answer(entry, if_none_match)
     names: list[str] = []
     if filters["candidate"]:
         names = await cache_mod.memo(request, version, ("names",), lambda: stored_names(state.store))
@@ -202,9 +265,13 @@ async def matrix_view(
         keys = await cache_mod.memo(request, version, ("platforms",), lambda: stored_platforms(state.store))
         if filters["platform"] not in keys:
             raise one_of("platform", filters["platform"], keys)
-    key = ("matrix", fmt, the_scope, *filters.values())
-    entry = await cache_mod.memo(request, version, key,
-                                 lambda: build(state.store, fmt, filters, version, the_scope))
+    key = ("matrix", fmt, the_scope, *filters.values(), size, start)
+    entry = state.matrix_cache.get(version, key)
+    if entry is None:  # the rows once per version and filters, each page's body once
+        groups = await cache_mod.memo(request, version, ("matrix rows", the_scope, *filters.values()),
+                                      lambda: slot_groups(state.store, filters, the_scope))
+        entry = await cache_mod.memo(request, version, key, lambda: build(request, fmt, filters, version,
+                                                                          the_scope, groups, size, start))
     return cache_mod.answer(entry, if_none_match)
 
 
@@ -212,7 +279,7 @@ def routes(router: APIRouter) -> None:
     formats.add_resource(
         router, "/matrix", matrix_view, name="matrix", summary="The Availability matrix",
         json_model=MatrixResponse, errors={422: ERRORS[422], 304: {"description": "If-None-Match matched: unchanged"}},
-        drop={"md": FILTER_NAMES},
+        drop={"md": (*FILTER_NAMES, "size", "start")},
         descriptions={
             "json": "every candidate x backend x mode: outcome, verdict (live or stub-derived), provenance, "
                     "and the run that is its evidence",

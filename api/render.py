@@ -40,6 +40,11 @@ def mode_text(mode: Any) -> str:
     return "(no mode)" if mode is None else str(mode)
 
 
+def mode_label(mode: Any) -> str:
+    """The mode as a query value: ``none`` for no mode (survey.queries.mode_label)."""
+    return "none" if mode is None else str(mode)
+
+
 def anchor(backend: Any, mode: Any, env: Any = None, stub: Any = False) -> str:
     """Ids on a run page: ``check-rocprofiler-pcsampling`` for a (backend, mode)
     check (``check-cupti``: no mode), ``mode-rocprofiler-pcsampling-clean-stub``
@@ -68,7 +73,8 @@ def yesno(value: Any) -> str:
 def env(undefined: type[Undefined] = Undefined) -> Environment:
     e = Environment(loader=FileSystemLoader(str(TEMPLATES)), autoescape=True, undefined=undefined,
                     trim_blocks=True, lstrip_blocks=True, auto_reload=False)
-    e.filters.update(q=q, outcome_class=outcome_class, day=day, mode_text=mode_text, pretty=pretty, yesno=yesno)
+    e.filters.update(q=q, outcome_class=outcome_class, day=day, mode_text=mode_text, mode_label=mode_label,
+                     pretty=pretty, yesno=yesno)
     e.globals.update(qs=qs, anchor=anchor, capture_anchor=capture_anchor, OUTCOMES=O.OUTCOMES, BACKENDS=O.BACKENDS)
     return e
 

@@ -53,7 +53,11 @@ class MatrixRow(Open):
 class MatrixResponse(BaseModel):
     matrix_version: str
     filters: dict[str, str | None] = Field(description="the filters applied (null: any)")
-    count: int
+    scope: str = Field(description="catalog (what the docs publish) or all (ad-hoc evidence too)")
+    count: int = Field(description="rows on this page")
+    total: int = Field(description="(candidate, platform) rows of the grid in all pages")
+    next: int | None = Field(description="`_next` of the following page; null on the last page")
+    next_url: str | None = Field(description="the following page; null on the last page")
     rows: list[MatrixRow]
 
 
@@ -111,6 +115,39 @@ class CheckResponse(BaseModel):
     evidence_age: str | None
     live_outcome: str | None = Field(description="the live check's outcome (answers none of the questions alone)")
     details: list[str]
+
+
+class HistoryRow(BaseModel):
+    run_id: int
+    date: str | None = Field(description="when the run finished (ISO 8601)")
+    status: Literal["complete", "unobtainable", "failed"]
+    platform: str | None = Field(description="the platform key the run was on")
+    triton_version: str | None
+    environment: str | None = Field(description="the environment, in words (complete runs)")
+    outcome: str | None = Field(description="the live check's outcome (complete runs that checked this cell)")
+    verdict: Literal["accepted", "refused", "absent", "unknown"] | None
+    verdict_source: Literal["live", "stub"] | None
+    stub_outcome: str | None
+    reason: str | None
+    library: str | None = Field(description="the library that did not load, where one did not")
+    changed: bool | None = Field(description="the (outcome, verdict) differs from the previous complete run's on "
+                                             "the same platform (null: not a complete run, or the first)")
+    error: str | None = Field(description="why the run says nothing of this cell")
+    tries: int | None = Field(description="attempts that failed the same way (runs that did not complete)")
+    evidence: str = Field(description="the run's path")
+
+
+class HistoryResponse(BaseModel):
+    candidate: str
+    label: str
+    backend: str
+    mode: str = Field(description="the mode's label; `none` is no mode")
+    platform: str | None = Field(description="the platform filter (null: every platform)")
+    changes: int = Field(description="complete runs whose answer differs from the previous one's")
+    total: int = Field(description="runs in all pages")
+    next: int | None = Field(description="`_next` of the following page; null on the last page")
+    next_url: str | None = Field(description="the following page; null on the last page")
+    runs: list[HistoryRow] = Field(description="one page of runs, newest first")
 
 
 class DiffResponse(Open):

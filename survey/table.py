@@ -33,7 +33,7 @@ FORMATS = ("md", "csv", "json", "html")
 def frame(rows: list[dict[str, Any]], columns: list[str]) -> pd.DataFrame:
     """Rows as a DataFrame. Rows from ``survey.docs_table.table_rows`` carry their
     whole docs table (footnotes, sections), which ``render`` prints in md and html."""
-    df = pd.DataFrame(rows, columns=columns)
+    df = pd.DataFrame(rows, columns=columns, dtype=object)  # None stays None (never NaN: "nan" in a table)
     docs = getattr(rows, "docs", None)
     if docs is not None and list(columns) == list(docs.columns):
         df.attrs["docs"] = docs

@@ -128,10 +128,13 @@ class Text(HTMLParser):
         if tag == "script":
             self.scripts += 1
         if tag == "td" and "cell" in (a.get("class") or "").split():
-            self._cell = {"class": (a.get("class") or "").split(), "href": None, "text": ""}
+            self._cell = {"class": (a.get("class") or "").split(), "href": None, "text": "",
+                          "colspan": int(a.get("colspan") or 1), "hrefs": []}
             self.cells.append(self._cell)
-        if tag == "a" and self._cell is not None and self._cell["href"] is None:
-            self._cell["href"] = a.get("href")
+        if tag == "a" and self._cell is not None:
+            self._cell["hrefs"].append(a.get("href"))
+            if self._cell["href"] is None:
+                self._cell["href"] = a.get("href")
 
     def handle_endtag(self, tag: str) -> None:
         if tag == "td":
@@ -282,17 +285,33 @@ def test_matrix_html_cells(client: Client, filled_store: Store) -> None:
     page = Text(r.text)
     rows = client.get("/matrix.json").json()["rows"]
     cells = [c for c in page.cells if "empty" not in c["class"]]
-    assert len(cells) == len(rows) == 56
-    by_href = {c["href"]: c for c in cells}
+    assert len(rows) == 56 and sum(c["colspan"] for c in cells) == len(rows)
+    assert any(c["colspan"] > 1 for c in cells)  # repeated cells are collapsed ...
     anchors = {None: "", "pcsampling": "-pcsampling", "periodic_flushing": "-periodic_flushing",
                "default": "-default", "mma": "-mma"}
-    for row in rows:
-        cell = by_href[f"/runs/{row['run_id']}#check-{row['backend']}{anchors[row['mode_arg']]}"]
+    by_history = {h: c for c in cells for h in c["hrefs"] if h.startswith("/history?")}
+    for row in rows:  # ... and every row is in exactly one cell, with its own history link
+        history = (f"/history?candidate={row['candidate']}&backend={row['backend']}&mode={row['mode']}"
+                   f"&platform={row['platform'].replace(':', '%3A')}")
+        cell = by_history[history]
         assert f"o-{row['outcome']}" in cell["class"]
         text = squash(cell["text"])
         assert row["outcome"] in text and row["verdict"] in text and row["date"][:10] in text
         assert ("stub-derived" in text) == (row["verdict_source"] == "stub")
         assert ("is-stub" in cell["class"]) == (row["verdict_source"] == "stub")
+        first = cell["href"]
+        assert first.startswith(f"/runs/{row['run_id']}#check-{row['backend']}")
+        if cell["colspan"] == 1:
+            assert first == f"/runs/{row['run_id']}#check-{row['backend']}{anchors[row['mode_arg']]}"
+        else:
+            assert f"same for {cell['colspan']} modes" in text and "collapsed" in cell["class"]
+    for cell in cells:  # a collapsed cell covers cells that say one thing
+        covered = [row for row in rows if any(h == f"/history?candidate={row['candidate']}&backend="
+                                               f"{row['backend']}&mode={row['mode']}&platform="
+                                               f"{row['platform'].replace(':', '%3A')}" for h in cell["hrefs"])]
+        assert len(covered) == cell["colspan"]
+        assert len({(x["outcome"], x["verdict"], x["verdict_source"], x["reason"], x["run_id"])
+                    for x in covered}) == 1
     assert page.scripts == 0
     csp = r.headers["content-security-policy"]
     assert "default-src 'none'" in csp and "script-src" not in csp
@@ -601,6 +620,16 @@ def test_check_errors(client: Client) -> None:
     assert_error(client.get("/check.json?target=triton-3.9.0"), 422, "invalid_input", "backend")
     assert_error(client.get("/check.json?target=triton-3.9.0&backend=nvtx"), 422, "invalid_input", "backend")
     assert client.get("/check").status_code == 200  # the empty form
+
+
+def test_the_check_form_offers_choices(client: Client) -> None:
+    form = client.get("/check").text
+    assert "<input" not in form  # choices, not free text
+    assert "<option>triton-3.9.0</option>" in form and "<option>rocprofiler</option>" in form
+    assert '<option value="pcsampling">pcsampling</option>' in form
+    answered = client.get("/check?target=triton-3.8.0&backend=rocprofiler&mode=pcsampling").text
+    assert "<option selected>triton-3.8.0</option>" in answered
+    assert '<option value="pcsampling" selected>pcsampling</option>' in answered
 
 
 # --------------------------------------------------------------------------- GPU evidence

@@ -149,7 +149,7 @@ def test_matrix_cell_leads_to_its_evidence(served: Served, page: Any) -> None:
     refused_live = row.locator("td.cell", has=page.locator('a[href$="#check-roctracer-pcsampling"]'))
     assert "unsupported_mode" in refused_live.inner_text() and refused_live.locator(".stub-mark").count() == 0
 
-    cell.locator("a").click()
+    cell.locator("a").first.click()  # the evidence (then its history link)
     page.wait_for_url(f"**/runs/{served.ids['triton-3.9.0']}#check-rocprofiler-pcsampling")
     assert page.title() == f"Run #{served.ids['triton-3.9.0']} of triton-3.9.0 · proton-survey"
     group = page.locator("#check-rocprofiler-pcsampling")
@@ -177,7 +177,7 @@ def test_a_working_check_leads_to_its_capture(served: Served, page: Any) -> None
     assert "ok accepted" in text and "capture: ok, 50 kernels" in text and "2026-12-02" in text
     assert background(cell) == background(page.locator(".legend .o-ok"))
     assert cell.locator(".stub-mark").count() == 0
-    cell.locator("a").click()
+    cell.locator("a").first.click()
     page.wait_for_url(f"**/runs/{served.ids[H200]}#check-cupti")
     group = page.locator("#check-cupti")
     assert "LIVE" in group.inner_text() and "accepted" in group.inner_text()
@@ -237,6 +237,21 @@ def test_evidence_holding_script_renders_as_text(served: Served, page: Any) -> N
     assert title == "not recognised: <b>bold</b> failure"
     assert page.evaluate("typeof window.__xss") == "undefined"
     assert page.dialogs == []
+
+
+def test_a_matrix_cell_leads_to_its_history(served: Served, page: Any) -> None:
+    page.goto(f"{served.base}/matrix")
+    row = page.locator('tr[data-candidate="triton-3.9.0"]')
+    cell = row.locator("td.cell", has=page.locator('a[href$="#check-rocprofiler-pcsampling"]'))
+    link = cell.locator("a.history-link")
+    assert link.count() == 1 and link.is_visible()
+    link.click()
+    page.wait_for_url("**/history?candidate=triton-3.9.0&backend=rocprofiler&mode=pcsampling*")
+    assert page.title().startswith("History: ")
+    rows = page.locator("table.history tbody tr")
+    assert rows.count() == 1  # one run of this candidate in the store
+    shown = " ".join(rows.first.inner_text().split())
+    assert f"run #{served.ids['triton-3.9.0']}" in shown and "library_missing" in shown and "refused" in shown
 
 
 @pytest.mark.browser

@@ -1,0 +1,111 @@
+"""``/history?candidate=&backend=&mode=&platform=``: one matrix cell over time.
+
+What every run of the candidate said of (backend, mode), newest first, with
+``changed`` where the answer moved (:mod:`survey.history`); each cell of the
+matrix page links here. Paginated like the other lists (:mod:`api.pages`);
+cached per matrix version, like the matrix. ``candidate`` and ``backend`` are
+required (the bare HTML path without them is the empty form, whose fields are
+choices); an unknown candidate is 404, a backend, mode or platform that names
+nothing is 422 listing the valid values.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Header, Query, Request
+
+from api import cache as cache_mod
+from api import formats, pages
+from api.cache import Entry
+from api.errors import ApiError
+from api.formats import Resource
+from api.matrix import MODE_LABELS, one_of, stored_names
+from api.schemas import ERRORS, HistoryResponse
+from probes import outcomes as O
+from survey import history, queries
+from survey.errors import UnknownTarget
+
+
+def rows_for(store: Any, candidate: str, backend: str, mode: str | None, platform: str) -> dict[str, Any]:
+    with store.session() as s:
+        try:
+            cand = queries.get_candidate(s, candidate)
+        except UnknownTarget as e:
+            raise ApiError(404, "not_found", e.message, field="candidate", hint="/candidates lists them")
+        keys = history.platforms(s, cand)
+        if platform and platform not in keys:
+            raise one_of("platform", platform, keys)
+        rows = history.cell_history(s, cand, backend, mode, platform or None)
+        return {"candidate": cand.name, "label": cand.label, "platforms": keys, "rows": rows,
+                "changes": sum(1 for r in rows if r["changed"])}
+
+
+def _entry(request: Request, fmt: str, found: dict[str, Any], backend: str, mode_text: str, platform: str,
+           size: int, start: int) -> Entry:
+    page = pages.offset_page(request, found["rows"], size, start)
+    data = {"candidate": found["candidate"], "label": found["label"], "backend": backend, "mode": mode_text,
+            "platform": platform or None, "changes": found["changes"], "total": page.total, "next": page.next,
+            "next_url": page.next_url, "runs": page.rows}
+    ctx = {"title": f"History: {found['label']} · {backend} {mode_text}", "form": None, "history": data,
+           "page": page, "platforms": found["platforms"]}
+    res = Resource(data, "history.html", ctx, rows=page.rows, columns=history.COLUMNS, headers=page.headers())
+    return Entry.of(formats.body(res, fmt, request), formats.MEDIA_TYPES[fmt], page.headers())
+
+
+async def history_view(
+    request: Request,
+    fmt: str,
+    candidate: Annotated[str, Query(description="a stored candidate's name",
+                                    json_schema_extra={"minLength": 1, "maxLength": 200})] = "",
+    backend: Annotated[str, Query(description="the Proton backend", json_schema_extra={"enum": list(O.BACKENDS)})]
+    = "",
+    mode: Annotated[str, Query(description="its mode (empty or `none`: no mode)",
+                               json_schema_extra={"enum": ["", *MODE_LABELS]})] = "",
+    platform: Annotated[str, Query(description="only runs on this platform, by key (empty: every platform)",
+                                   json_schema_extra={"maxLength": 300})] = "",
+    size: pages.Size = pages.DEFAULT_SIZE,
+    start: Annotated[int, Query(alias="_next", ge=0, description="where the page starts (an offset): the `next` "
+                                                                  "of the previous page")] = 0,
+    if_none_match: Annotated[str | None, Header(description="an ETag of an earlier answer: 304 if unchanged")]
+    = None,
+) -> Any:
+    store = request.app.state.store
+    version = await cache_mod.version(request)
+    if fmt == formats.HTML and not candidate and not backend:
+        names = await cache_mod.memo(request, version, ("names",), lambda: stored_names(store))
+        return Resource(None, "history.html", {"title": "History of a cell", "history": None, "names": names,
+                                               "modes": MODE_LABELS})
+    if not candidate:
+        raise ApiError(422, "invalid_input", "candidate: whose history? ?candidate=NAME", field="candidate")
+    if not backend:
+        raise ApiError(422, "invalid_input", "backend: which Proton backend? ?backend=" + "|".join(O.BACKENDS),
+                       field="backend")
+    if backend not in O.BACKENDS:
+        raise one_of("backend", backend, O.BACKENDS)
+    if mode and mode not in MODE_LABELS:
+        raise one_of("mode", mode, MODE_LABELS)
+    if len(candidate) > 200 or len(platform) > 300:
+        field = "candidate" if len(candidate) > 200 else "platform"
+        raise ApiError(422, "invalid_input", f"{field}: too long", field=field)
+    the_mode = queries.mode_from_label(mode or None)
+    mode_text = queries.mode_label(the_mode)
+    key = ("history", fmt, candidate, backend, the_mode, platform, size, start)
+    entry = request.app.state.matrix_cache.get(version, key)
+    if entry is None:
+        found = await cache_mod.memo(request, version, ("history rows", candidate, backend, the_mode, platform),
+                                     lambda: rows_for(store, candidate, backend, the_mode, platform))
+        entry = await cache_mod.memo(request, version, key, lambda: _entry(request, fmt, found, backend, mode_text,
+                                                                           platform, size, start))
+    return cache_mod.answer(entry, if_none_match)
+
+
+def routes(router: APIRouter) -> None:
+    formats.add_resource(
+        router, "/history", history_view, name="history",
+        summary="One matrix cell over time: what every run of a candidate said of a backend and mode (paginated)",
+        json_model=HistoryResponse,
+        errors={404: ERRORS[404], 422: ERRORS[422], 304: {"description": "If-None-Match matched: unchanged"}},
+        required=("candidate", "backend"),
+        descriptions={"csv": "the cell's runs as CSV", "md": "the cell's runs as Markdown"},
+    )
