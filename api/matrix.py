@@ -52,6 +52,8 @@ SHOWN_NAMES = 50  # stored names listed in an error
 
 def cut_text(row: dict[str, Any], whole: str | None) -> dict[str, Any]:
     """``row`` with every string over :data:`TEXT` characters cut, saying where it is whole."""
+    if not any(isinstance(v, str) and len(v) > TEXT for v in row.values()):
+        return row
     out = dict(row)
     for k, v in row.items():
         if isinstance(v, str) and len(v) > TEXT:
@@ -70,7 +72,7 @@ def matrix_rows(s: Session, filters: dict[str, str | None], scope: str = "catalo
 
 def stored_platforms(store: Store) -> list[str]:
     with store.session() as s:
-        return sorted({slot.platform_key for slot in queries.slots(s) if slot.platform_key})
+        return sorted({slot.platform_key for slot in queries.slots(s, checks=False) if slot.platform_key})
 
 
 def stored_names(store: Store) -> list[str]:

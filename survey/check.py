@@ -35,6 +35,7 @@ from probes import PROBE_VERSION
 from probes import outcomes as O
 from survey import catalog as catalog_mod
 from survey import errortext, exitcodes, identity, queries, targets
+from survey import matrix as survey_matrix
 from survey.errors import TargetError, UnknownTarget
 from survey.ingest import find_unchanged
 from survey.launchers import Launcher, Resolved
@@ -126,27 +127,27 @@ def library_loads(run: m.Run, backend: str, v: ModeVerdict | None) -> Answer:
 
 
 # ----------------------------------------------------------------- where else
-def _measured_builds(s: Session, keep: Callable[[ModeVerdict], bool], note_stub: bool = False) -> list[str]:
-    """Catalog candidates (per platform) whose latest complete run has a verdict ``keep`` accepts."""
-    out = []
-    for slot in queries.slots(s, "catalog"):
-        run = slot.complete
-        for v in run_verdicts(run) if run is not None else []:
-            if keep(v):
-                stub = ", stub-derived" if note_stub and v.source == "stub" else ""
-                where = f", {slot.platform_label}" if slot.platform is not None else ""
-                out.append(f"{slot.candidate.name} (Triton {run.triton_version}{where}{stub})")  # type: ignore[union-attr]
-                break
-    return out
+def _measured_builds(s: Session, keep: Callable[[dict[str, Any]], bool], note_stub: bool = False) -> list[str]:
+    """Catalog candidates (per platform) whose latest complete run has a check ``keep``
+    accepts (a matrix row: ``survey.matrix``, which reads each report's checks once)."""
+    out: dict[tuple[str, str | None], str] = {}
+    for r in survey_matrix.matrix(s, scope="catalog"):
+        if r["status"] != "measured" or (r["candidate"], r["platform"]) in out or not keep(r):
+            continue
+        stub = ", stub-derived" if note_stub and r["verdict_source"] == "stub" else ""
+        where = f", {r['platform_label']}" if r["platform"] is not None else ""
+        out[(r["candidate"], r["platform"])] = f"{r['candidate']} (Triton {r['triton_version']}{where}{stub})"
+    return list(out.values())
 
 
 def _who_has_backend(s: Session, backend: str) -> list[str]:
-    return _measured_builds(s, lambda v: v.backend == backend and v.mode is None and v.verdict != "absent")
+    return _measured_builds(s, lambda r: r["backend"] == backend and r["mode_arg"] is None
+                            and r["verdict"] != "absent")
 
 
 def _who_accepts(s: Session, backend: str, mode: str | None) -> list[str]:
-    return _measured_builds(s, lambda v: v.backend == backend and v.mode == mode and v.verdict == "accepted",
-                            note_stub=True)
+    return _measured_builds(s, lambda r: r["backend"] == backend and r["mode_arg"] == mode
+                            and r["verdict"] == "accepted", note_stub=True)
 
 
 # ----------------------------------------------------------------- verdict
@@ -307,12 +308,14 @@ def check_stored(s: Session, name: str, target: str, backend: str, mode: str | N
     run on ``platform`` (a key or a part of one), or on its only platform."""
     cand = queries.get_candidate(s, name)
     if platform is None:
-        keys = {slot.platform_key for slot in queries.slots(s, candidate=cand.name) if slot.complete is not None}
+        keys = {slot.platform_key for slot in queries.slots(s, candidate=cand.name, checks=False)
+                if slot.complete is not None}
         if len(keys) == 1:
             platform = next(iter(keys)) or ""
         else:
             return _elsewhere(s, cand, target, backend, mode, "(none given)", ambiguous=len(keys) > 1)
-    keys = {slot.platform_key for slot in queries.slots(s, candidate=cand.name) if slot.complete is not None}
+    keys = {slot.platform_key for slot in queries.slots(s, candidate=cand.name, checks=False)
+            if slot.complete is not None}
     match = [k for k in keys if k and (k == platform or platform in k.split(":"))]
     if len(match) != 1:
         return _elsewhere(s, cand, target, backend, mode, platform, ambiguous=len(match) > 1)

@@ -25,7 +25,8 @@ COLUMNS = ["run_id", "date", "status", "platform", "triton_version", "environmen
 
 def platforms(s: Session, candidate: m.Candidate) -> list[str]:
     """The platform keys the candidate has runs on, sorted."""
-    return sorted({slot.platform_key for slot in queries.slots(s, "all", candidate.name) if slot.platform_key})
+    return sorted({slot.platform_key for slot in queries.slots(s, "all", candidate.name, checks=False)
+                   if slot.platform_key})
 
 
 def cell_history(s: Session, candidate: m.Candidate, backend: str, mode: str | None,

@@ -88,9 +88,11 @@ class Slot:
         return platform_label(p.vendor, p.model, p.arch)
 
 
-def slots(s: Session, scope: str = "all", candidate: str | None = None) -> list[Slot]:
+def slots(s: Session, scope: str = "all", candidate: str | None = None, checks: bool = True) -> list[Slot]:
     """Every (candidate, platform) with evidence, in catalog order then platform key;
-    a candidate with no run at all gives one slot without a platform."""
+    a candidate with no run at all gives one slot without a platform. ``checks=False``:
+    the runs come without their checks, captures and libraries loaded (read them
+    through ``survey.matrix.run_cells``)."""
     cands = candidates(s, scope)
     if candidate is not None:
         cands = [c for c in cands if c.name == candidate]
@@ -104,12 +106,16 @@ def slots(s: Session, scope: str = "all", candidate: str | None = None) -> list[
         select(*group, func.max(m.Run.id)).where(m.Run.candidate_id.in_(ids), m.Run.status == "complete")
         .group_by(*group)))
     wanted = set(last_ids.values()) | set(complete_ids.values())
-    runs = {r.id: r for r in s.scalars(run_query().where(m.Run.id.in_(wanted)))} if wanted else {}
+    query = run_query() if checks else select(m.Run).options(
+        selectinload(m.Run.environment), selectinload(m.Run.platform))
+    runs = {r.id: r for r in s.scalars(query.where(m.Run.id.in_(wanted)))} if wanted else {}
     platforms = {p.id: p for p in s.scalars(select(m.Platform))}
+    by_candidate: dict[int, list[tuple[int, int | None]]] = {}
+    for k in last_ids:
+        by_candidate.setdefault(k[0], []).append(k)
     out: list[Slot] = []
     for c in cands:
-        keys = sorted({k for k in last_ids if k[0] == c.id},
-                      key=lambda k: platforms[k[1]].key if k[1] in platforms else "")
+        keys = sorted(by_candidate.get(c.id, []), key=lambda k: platforms[k[1]].key if k[1] in platforms else "")
         if not keys:
             out.append(Slot(c, None, None, None))
         for k in keys:

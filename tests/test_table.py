@@ -452,3 +452,29 @@ def test_the_markdown_table_fits_1000_px_in_chromium(catalog_store: Store, tmp_p
             browser.close()
     assert (tmp_path / "table-1000px.png").stat().st_size > 0
     assert problems == [], problems
+
+
+def test_a_reports_checks_are_read_once_and_never_mix_stores(tmp_path: Path) -> None:
+    """survey.matrix keeps each report's checks by its sha256: the same report in
+    two stores (other run ids, other candidates) gives each store its own rows, and
+    the rows from the kept checks equal the rows read afresh."""
+    a, b = Store(f"sqlite:///{tmp_path / 'a.db'}"), Store(f"sqlite:///{tmp_path / 'b.db'}")
+    with a.session() as s:
+        ingest(s, report_bytes("cpu-triton-3.8.0.json"), candidate="x", scope="catalog")
+    with b.session() as s:  # another run first: the shared report gets run id 2 here
+        ingest(s, report_bytes("cpu-triton-3.9.0.json"), candidate="first", scope="catalog")
+        ingest(s, report_bytes("cpu-triton-3.8.0.json"), candidate="y", scope="catalog")
+    survey_matrix._CELLS.clear()
+    with a.session() as s:
+        fresh = survey_matrix.matrix(s)
+    with a.session() as s:
+        again = survey_matrix.matrix(s)  # from the kept checks
+    assert again == fresh and {r["run_id"] for r in fresh} == {1}
+    with b.session() as s:
+        rows = [r for r in survey_matrix.matrix(s) if r["candidate"] == "y"]
+    assert {r["run_id"] for r in rows} == {2} and {r["evidence"] for r in rows} == {"/runs/2"}
+    strip = ("candidate", "label", "run_id", "evidence", "date")
+    assert [{k: v for k, v in r.items() if k not in strip} for r in rows] == \
+        [{k: v for k, v in r.items() if k not in strip} for r in fresh]
+    a.close()
+    b.close()
