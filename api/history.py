@@ -5,8 +5,9 @@ What every run of the candidate said of (backend, mode), newest first, with
 matrix page links here. Paginated like the other lists (:mod:`api.pages`);
 cached per matrix version, like the matrix. ``candidate`` and ``backend`` are
 required (the bare HTML path without them is the empty form, whose fields are
-choices); an unknown candidate is 404, a backend, mode or platform that names
-nothing is 422 listing the valid values.
+choices). An unknown candidate, or a platform it has no run on, is 404 (the
+message lists its platforms); a backend or mode that names nothing is 422 listing
+the valid values.
 """
 
 from __future__ import annotations
@@ -34,8 +35,9 @@ def rows_for(store: Any, candidate: str, backend: str, mode: str | None, platfor
         except UnknownTarget as e:
             raise ApiError(404, "not_found", e.message, field="candidate", hint="/candidates lists them")
         keys = history.platforms(s, cand)
-        if platform and platform not in keys:
-            raise one_of("platform", platform, keys)
+        if platform and platform not in keys:  # a cell that is not there (as an unknown candidate is)
+            raise ApiError(404, "not_found", f"candidate {cand.name!r} has no run on platform {platform!r}; it has "
+                           f"runs on: {', '.join(keys) or '(none)'}", field="platform")
         rows = history.cell_history(s, cand, backend, mode, platform or None)
         return {"candidate": cand.name, "label": cand.label, "platforms": keys, "rows": rows,
                 "changes": sum(1 for r in rows if r["changed"])}

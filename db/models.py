@@ -24,8 +24,33 @@ from __future__ import annotations
 import datetime as dt
 from typing import Any
 
-from sqlalchemy import JSON, Boolean, DateTime, Float, ForeignKey, Index, Integer, String, Text, UniqueConstraint
+from sqlalchemy import JSON, Boolean, DateTime, Float, ForeignKey, Index, Integer, UniqueConstraint
+from sqlalchemy import String as _String
+from sqlalchemy import Text as _Text
+from sqlalchemy.engine import Dialect
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
+from sqlalchemy.types import TypeDecorator
+
+NUL_SHOWN = "\u2400"  # SYMBOL FOR NULL: one character for one, so a value still fits its column
+
+
+class String(TypeDecorator[str]):
+    """VARCHAR that holds any text a report can carry: PostgreSQL refuses NUL in text
+    (and in a comparison), so NUL is written (and looked up) as U+2400 on every
+    store. The stored report keeps the original, escaped by JSON."""
+
+    impl = _String
+    cache_ok = True
+
+    def process_bind_param(self, value: Any, dialect: Dialect) -> Any:
+        return value.replace("\x00", NUL_SHOWN) if isinstance(value, str) else value
+
+
+class Text(String):
+    """TEXT, with NUL as in :class:`String`."""
+
+    impl = _Text
+    cache_ok = True
 
 
 def utcnow() -> dt.datetime:

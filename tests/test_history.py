@@ -72,7 +72,7 @@ def test_bad_questions_are_clear_errors(store: Store, make_client: Any) -> None:
     assert_error(c.get("/history.json?candidate=nope&backend=cupti"), 404, "not_found", "candidate")
     assert_error(c.get("/history.json?candidate=t&backend=nvtx"), 422, "invalid_input", "backend")
     assert_error(c.get("/history.json?candidate=t&backend=cupti&mode=fast"), 422, "invalid_input", "mode")
-    err = assert_error(c.get("/history.json?candidate=t&backend=cupti&platform=amd:gfx942"), 422, "invalid_input",
+    err = assert_error(c.get("/history.json?candidate=t&backend=cupti&platform=amd:gfx942"), 404, "not_found",
                        "platform")
     assert CPU in err["message"]
     assert_error(c.get("/history.json?backend=cupti"), 422, "invalid_input", "candidate")
