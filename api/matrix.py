@@ -179,11 +179,23 @@ def docs_entry(store: Store, scope: str) -> Entry:
         return Entry.of(docs_table.markdown(s, scope).encode("utf-8"), formats.MEDIA_TYPES["md"])
 
 
+ROW_FILTERS = ("backend", "mode", "outcome", "verdict")  # filters that can leave a grid row with no cell
+
+
+def page_rows(store: Store, filters: dict[str, str | None], scope: str, size: int,
+              start: int) -> tuple[list[dict[str, Any]], int]:
+    """One page of rows without row filters: only the page's slots are read."""
+    with store.session() as s:
+        rows, total = survey_matrix.page(s, start, size, candidate=filters.get("candidate"),
+                                         platform=filters.get("platform"), scope=scope)
+    return [cut_text(r, f"/runs/{r['run_id']}.json" if r.get("run_id") else None) for r in rows], total
+
+
 def build(request: Request, fmt: str, filters: dict[str, str | None], version: str, scope: str,
-          groups: list[list[dict[str, Any]]], size: int, start: int) -> Entry:
-    """One page of the matrix in ``fmt``."""
-    page = pages.offset_page(request, groups, size, start)
-    rows = [r for group in page.rows for r in group]
+          rows: list[dict[str, Any]], total: int, size: int, start: int) -> Entry:
+    """One page of the matrix in ``fmt``: ``rows`` are the page's, of ``total`` grid rows."""
+    nxt = start + size if start + size < total else None
+    page = pages.Page(rows, total, nxt, pages.url_with(request, _size=size, _next=nxt) if nxt is not None else None)
     paging = {"total": page.total, "next": page.next, "next_url": page.next_url}
     if fmt == "json":
         body = formats.json_bytes({"matrix_version": version, "filters": filters, "scope": scope,
@@ -269,11 +281,18 @@ async def matrix_view(
             raise one_of("platform", filters["platform"], keys)
     key = ("matrix", fmt, the_scope, *filters.values(), size, start)
     entry = state.matrix_cache.get(version, key)
-    if entry is None:  # the rows once per version and filters, each page's body once
+    if entry is None and any(filters[k] for k in ROW_FILTERS):  # all rows once per version and filters
         groups = await cache_mod.memo(request, version, ("matrix rows", the_scope, *filters.values()),
                                       lambda: slot_groups(state.store, filters, the_scope))
+        rows = [r for group in groups[start:start + size] for r in group]
         entry = await cache_mod.memo(request, version, key, lambda: build(request, fmt, filters, version,
-                                                                          the_scope, groups, size, start))
+                                                                          the_scope, rows, len(groups), size, start))
+    elif entry is None:  # no row filter: the page's grid rows alone (after an ingest, the first answer)
+        rows, total = await cache_mod.memo(request, version, ("matrix page", the_scope, *filters.values(), size,
+                                                               start),
+                                           lambda: page_rows(state.store, filters, the_scope, size, start))
+        entry = await cache_mod.memo(request, version, key, lambda: build(request, fmt, filters, version,
+                                                                          the_scope, rows, total, size, start))
     return cache_mod.answer(entry, if_none_match)
 
 

@@ -68,6 +68,11 @@ def run_cells(s: Session, runs: list[m.Run]) -> dict[int, list[dict[str, Any]]]:
     return known
 
 
+def _slots(s: Session, scope: str, candidate: str | None, platform: str | None) -> list[queries.Slot]:
+    return [slot for slot in queries.slots(s, scope, candidate, checks=False)
+            if not platform or slot.platform_key == platform]
+
+
 def matrix(
     s: Session,
     *,
@@ -78,12 +83,24 @@ def matrix(
     platform: str | None = None,
     scope: str = "catalog",
 ) -> list[dict[str, Any]]:
+    return rows_of(s, _slots(s, scope, candidate, platform), backend=backend, mode=mode, outcome=outcome)
+
+
+def page(s: Session, start: int, size: int, *, candidate: str | None = None, platform: str | None = None,
+         scope: str = "catalog") -> tuple[list[dict[str, Any]], int]:
+    """The rows of (candidate, platform) slots ``start`` to ``start + size``, and how
+    many slots there are: a page of the grid, reading only its own slots (without a
+    backend, mode or outcome filter every slot gives at least one row)."""
+    slots = _slots(s, scope, candidate, platform)
+    return rows_of(s, slots[start:start + size]), len(slots)
+
+
+def rows_of(s: Session, slots: list[queries.Slot], *, backend: str | None = None, mode: str | None = None,
+            outcome: str | None = None) -> list[dict[str, Any]]:
     rows: list[dict[str, Any]] = []
     mode_filter = mode_from_label(mode) if mode is not None else "__any__"
-    all_slots = [slot for slot in queries.slots(s, scope, candidate, checks=False)
-                 if not platform or slot.platform_key == platform]
-    cells = run_cells(s, [slot.complete for slot in all_slots if slot.complete is not None])
-    for slot in all_slots:
+    cells = run_cells(s, [slot.complete for slot in slots if slot.complete is not None])
+    for slot in slots:
         cand = slot.candidate
         base = {"candidate": cand.name, "label": cand.label, "kind": cand.kind, "scope": cand.scope,
                 "platform": slot.platform_key, "platform_label": slot.platform_label}
@@ -111,3 +128,4 @@ def matrix(
                 continue
             rows.append({**base, **prov, **cell, **tail})
     return rows
+
