@@ -16,7 +16,7 @@ try:  # Typer >= 0.20 vendors click
 except ImportError:  # pragma: no cover
     from click.exceptions import UsageError  # type: ignore[assignment]
 
-from survey import exitcodes
+from survey import exitcodes, replay
 from survey.errors import InputError, StoreUnusable, SurveyError, UnknownTarget, UsageProblem, choose
 from survey.lazy import lazy
 
@@ -342,7 +342,13 @@ def table_cmd(
         raise UsageProblem("--width fits the terminal grid (--format grid)")
     keys = docs_table.parse_columns(columns)
     scope = "all" if show_all else "catalog"
-    with open_store(db, create=False).session() as s:
+    store = open_store(db, create=False)
+    if not (check or write):  # the answer is a function of the store and the arguments: replayable
+        replay.read_store(store.sqlite_file())
+        if documented is not None:
+            replay.read_file(documented)
+        replay.replayable()
+    with store.session() as s:
         if fmt in ("md", "html"):
             docs = docs_table.build(s, scope, keys, documented)
             text = docs.markdown() if fmt == "md" else docs.html()
@@ -448,6 +454,11 @@ def check_cmd(
         modes = (queries.NO_MODE, *(x for x in O.COMMON_MODES if x), *O.INSTRUMENTATION_MODES)
         choose(mode.split(":", 1)[0], modes, "mode")
     store = open_store(db)
+    from_store = platform is not None and aorta_environment is None  # answered from stored evidence only
+    if from_store:
+        replay.read_store(store.sqlite_file())
+        if catalog is not None:
+            replay.read_file(catalog)
     if aorta_environment is not None:
         from survey import recipe_check
         from survey.aorta_envs import load_environments
@@ -482,6 +493,10 @@ def check_cmd(
         if result.run_id:
             out.print(f"  evidence: run #{result.run_id} ({result.candidate}, {result.platform}), "
                       f"{result.evidence_date} ({result.evidence_age})", markup=False)
+    if from_store and result.candidate == target:  # TARGET named a catalog entry or a stored candidate
+        if result.evidence_date is not None and result.evidence_age is not None:
+            replay.shows_age(result.evidence_date, result.evidence_age)
+        replay.replayable()
     raise typer.Exit(result.exit_code)
 
 
@@ -609,21 +624,29 @@ def schema(
 
 
 def main() -> None:
-    command = typer.main.get_command(app)
-    try:
-        rv = command.main(args=sys.argv[1:], prog_name="survey", standalone_mode=False)
-    except UsageError as e:
-        e.show()
-        sys.exit(exitcodes.USAGE)
-    except typer.Abort:
-        err.print("aborted")
-        sys.exit(130)
-    except SurveyError as e:
-        err.print(f"[bold red]error:[/] {escape(e.message)}", highlight=False)
-        if e.hint:
-            err.print(f"  {e.hint}", markup=False, highlight=False)
-        sys.exit(e.exit_code)
-    sys.exit(rv if isinstance(rv, int) else 0)
+    argv = sys.argv[1:]
+    # A read command asked again with nothing changed is answered from the cache (survey.replay).
+    with replay.recording(replay.answer(argv), argv) as rec:
+        command = typer.main.get_command(app)
+        try:
+            rv = command.main(args=argv, prog_name="survey", standalone_mode=False)
+        except UsageError as e:
+            e.show()
+            sys.exit(exitcodes.USAGE)
+        except typer.Abort:
+            err.print("aborted")
+            sys.exit(130)
+        except SurveyError as e:
+            err.print(f"[bold red]error:[/] {escape(e.message)}", highlight=False)
+            if e.hint:
+                err.print(f"  {e.hint}", markup=False, highlight=False)
+            sys.exit(e.exit_code)
+        code = rv if isinstance(rv, int) else 0
+        if code == 0 and (argv == ["--help"] or (len(argv) == 2 and argv[1] == "--help"
+                                                 and argv[0] in getattr(command, "commands", {}))):
+            rec.replayable()  # the help text
+        rec.finish(code)
+    sys.exit(code)
 
 
 __all__ = ["app", "main", "UnknownTarget"]
