@@ -85,10 +85,6 @@ def run(
              "on a node prints how it offers its own); this machine stores the reports")] = None,
 ) -> None:
     """Survey every candidate of the catalog (or aorta's environments) and store the evidence."""
-    from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
-
-    from survey.survey_run import RETRY_AFTER_S, Outcome, ProbeSettings, run_survey
-
     with_aorta = bool(aorta_environments) or aorta_registry
     if ray is not None and with_aorta:
         raise UsageProblem("--ray surveys the catalog's candidates; survey aorta's environments without it")
@@ -114,6 +110,19 @@ def run(
     for t in [t for t in aorta if t.unusable is not None]:
         err.print(f"{t.name}: skipped ({t.unusable})", markup=False, highlight=False)
     aorta = [t for t in aorta if t.unusable is None]
+    ahead: dict[str, Any] = {}
+    if ray is None and all(e.platforms is None for _, e in entries):
+        # The first interpreters the survey will ask are asked now, while the store and the rest load.
+        from survey.launchers.python import PythonLauncher
+
+        for _, e in entries[:max(1, jobs)]:
+            if e.kind == "python" and e.python:
+                ahead[e.name] = PythonLauncher(e.python)
+                ahead[e.name].prefetch()
+    from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+
+    from survey.survey_run import RETRY_AFTER_S, Outcome, ProbeSettings, run_survey
+
     store = open_store(db)
     settings = ProbeSettings(timeout=timeout, force=force, retry_after_s=0.0 if retry_unobtainable else RETRY_AFTER_S)
     colors = {"probed": "green", "unchanged": "cyan", "unobtainable": "yellow", "failed": "red",
@@ -185,7 +194,7 @@ def run(
                             description=f"[{c}]{o.status}[/]{run_ref} {escape(first[:90])}")
 
         outcomes = run_survey(store, entries, jobs=jobs, settings=settings, engine=engine, pull=pull,
-                              on_update=on_update, on_done=on_done) if entries else []
+                              on_update=on_update, on_done=on_done, launchers=ahead) if entries else []
         if aorta:
             from survey.aorta_targets import survey_targets
 

@@ -167,10 +167,14 @@ def run_survey(
     pull: str = "missing",
     on_update: Callable[[str, str], None] = lambda _n, _m: None,
     on_done: Callable[[Outcome], None] = lambda _o: None,
+    launchers: dict[str, Launcher] | None = None,
 ) -> list[Outcome]:
+    """``launchers``: the launcher of these entries (by name) already made (and perhaps
+    asked ahead: PythonLauncher.prefetch); the others are made here."""
+
     def one(item: tuple[int, Entry]) -> Outcome:
         position, entry = item
-        launcher = make_launcher(entry, engine=engine, pull=pull)
+        launcher = (launchers or {}).get(entry.name) or make_launcher(entry, engine=engine, pull=pull)
         return survey_one(store, entry.name, entry.display_label, entry.kind, entry.spec(), position,
                           launcher, settings.for_entry(entry), report=lambda msg: on_update(entry.name, msg),
                           scope="catalog")
