@@ -194,3 +194,33 @@ def test_a_changed_interpreter_is_probed_again_though_asked_ahead(tmp_path: Path
     (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: proton-survey-marker\nVersion: 1.0\n")
     (dist / "RECORD").write_text("proton_survey_marker-1.0.dist-info/METADATA,,\n")
     assert "1 probed" in survey(db, "run", "--catalog", str(cat), "--no-table").stderr
+
+
+def test_a_backed_off_image_does_not_ask_the_container_engine(tmp_path: Path,
+                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    from db.store import Store
+    from survey import identity
+    from survey.catalog import Entry
+    from survey.ingest import record_failure
+    from survey.launchers import image as image_mod
+    from survey.survey_run import ProbeSettings, run_survey
+
+    store = Store(f"sqlite:///{tmp_path / 's.db'}")
+    ref = "registry.invalid/proton-survey/none:1"
+    with store.session() as s:
+        record_failure(s, "img", label=None, kind="image", spec={"image": ref}, position=0,
+                       error="the registry cannot be reached", platform=identity.local_platform(), scope="catalog")
+    asked: list[str] = []
+
+    def no_engine(engine: str) -> tuple[bool, str]:
+        asked.append(engine)
+        return False, f"{engine} is not installed (not found on PATH)"
+
+    monkeypatch.setattr(image_mod, "check_engine", no_engine)
+    entry = Entry(name="img", image=ref)
+    [out] = run_survey(store, [(0, entry)], jobs=1, settings=ProbeSettings())
+    assert out.status == "unobtainable" and "not retried" in out.message and asked == []
+    # tried again: the engine is asked, and its absence is the answer, as before (nothing stored)
+    [out] = run_survey(store, [(0, entry)], jobs=1, settings=ProbeSettings(retry_after_s=0))
+    assert out.status == "failed" and out.run_id is None and "no usable container engine" in out.message and asked
+    store.close()
