@@ -426,3 +426,10 @@ def shows_age(date: str, text: str) -> None:
 def replayable() -> None:
     if _current is not None:
         _current.replayable()
+
+
+def spoil() -> None:
+    """The command consulted something the answer's key does not hold (the container
+    engine, ...): whatever it prints is not kept."""
+    if _current is not None:
+        _current.spoil()

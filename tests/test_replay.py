@@ -252,3 +252,18 @@ def test_bytes_written_past_the_text_layer_are_not_kept(cache: Path) -> None:
             rec.replayable()
             rec.finish(0)
     assert entries(cache) == []
+
+
+def test_an_answer_that_asked_the_container_engine_is_not_kept(sqlite_store: Store, tmp_path: Path, cache: Path,
+                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    """Naming an image, `survey check` makes its launcher, which asks for a container
+    engine (and fails without one): that is not in the key, so nothing is kept."""
+    from survey.launchers import image as image_mod
+
+    monkeypatch.setattr(image_mod, "check_engine", lambda engine: (True, "4.3.1"))
+    cat = tmp_path / "catalog.toml"
+    cat.write_text('[[candidate]]\nname = "triton-3.8.0"\nimage = "registry.invalid/triton:3.8.0"\n')
+    args = (*CHECK, "--catalog", str(cat), "--db", sqlite_store.url)
+    res = survey_cli(*args)
+    assert res.returncode == 2 and "cannot run it" in res.stdout
+    assert replayed(*args) is None and entries(cache) == []
