@@ -48,13 +48,24 @@ DbOpt = Annotated[
 TimeoutOpt = Annotated[float, typer.Option("--timeout", help="seconds for each check inside the probe")]
 
 
+_opened: list[Store] = []
+
+
 def open_store(db: str | None, *, create: bool = True) -> Store:
     """The store at ``db``; commands that only read it pass ``create=False``, so a
     mistyped --db is an error instead of a new, empty store."""
     try:
-        return store_mod.Store(db, create=create)
+        store = store_mod.Store(db, create=create)
     except store_mod.StoreError as e:  # NewerDatabaseError, NoStoreError, ...
         raise StoreUnusable(str(e))
+    _opened.append(store)
+    return store
+
+
+def close_stores() -> None:
+    """Close every store this process opened (SQLite then checkpoints its WAL into the file)."""
+    while _opened:
+        _opened.pop().close()
 
 
 # --------------------------------------------------------------------------- run

@@ -233,9 +233,12 @@ def test_postgresql_is_never_kept(filled_store: Store, cache: Path) -> None:
 def test_python_m_survey_answers_without_sqlalchemy(sqlite_store: Store, cache: Path) -> None:
     """The real entry point: the second run replays before Typer or SQLAlchemy load."""
     env = {**os.environ, "SURVEY_DB": sqlite_store.url, "COLUMNS": "200"}
+    path = sqlite_store.sqlite_file()
+    sqlite_store.close()
     first = subprocess.run([sys.executable, "-m", "survey", "table"], capture_output=True, text=True, env=env,
                            cwd=ROOT)
     assert first.returncode == 0 and "Triton 3.9.0" in first.stdout
+    assert not Path(f"{path}-wal").exists()  # the process closed the store before it ended (a checkpoint)
     second = subprocess.run([sys.executable, "-X", "importtime", "-m", "survey", "table"], capture_output=True,
                             text=True, env=env, cwd=ROOT)
     assert second.returncode == 0 and second.stdout == first.stdout
