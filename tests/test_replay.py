@@ -270,3 +270,45 @@ def test_an_answer_that_asked_the_container_engine_is_not_kept(sqlite_store: Sto
     res = survey_cli(*args)
     assert res.returncode == 2 and "cannot run it" in res.stdout
     assert replayed(*args) is None and entries(cache) == []
+
+
+def test_a_read_only_store_reads_as_before_and_nothing_is_made_beside_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A 0444 store in a directory the reader cannot write (read as `nobody` when run
+    as root): the table reads as it does without the cache, twice, and nothing is
+    created or changed next to the store."""
+    import shutil
+    import tempfile
+
+    from tests.test_db import filled_sqlite, sha256, unprivileged
+
+    d = Path(tempfile.mkdtemp(prefix="proton-survey-replay-ro-"))
+    try:
+        os.chmod(d, 0o755)
+        store_dir, cache_dir = d / "ro", d / "cache"
+        store_dir.mkdir()
+        cache_dir.mkdir()
+        os.chmod(cache_dir, 0o777)
+        filled_sqlite(store_dir / "s.db")
+        warm = d / "warm.db"  # the child as `nobody` cannot read root's interpreter: import what it needs here
+        shutil.copy(store_dir / "s.db", warm)
+        monkeypatch.setenv("SURVEY_CACHE", str(d / "warm-cache"))
+        for switch in ("0", "1", "1"):
+            monkeypatch.setenv("SURVEY_CLI_CACHE", switch)
+            survey_cli("table", "--format", "json", "--db", f"sqlite:///{warm}")
+        os.chmod(store_dir / "s.db", 0o444)
+        os.chmod(store_dir, 0o555)
+        before = sha256(store_dir / "s.db")
+        url = f"sqlite:///{store_dir / 's.db'}"
+        monkeypatch.setenv("SURVEY_CLI_CACHE", "0")
+        plain = unprivileged(lambda: vars(survey_cli("table", "--format", "json", "--db", url)))
+        monkeypatch.setenv("SURVEY_CLI_CACHE", "1")
+        monkeypatch.setenv("SURVEY_CACHE", str(cache_dir))
+        twice = unprivileged(lambda: [vars(survey_cli("table", "--format", "json", "--db", url)) for _ in range(2)])
+        assert plain["returncode"] == 0 and json.loads(plain["stdout"])
+        assert [(r["returncode"], r["stdout"]) for r in twice] == [(0, plain["stdout"])] * 2
+        assert sorted(p.name for p in store_dir.iterdir()) == ["s.db"] and sha256(store_dir / "s.db") == before
+    finally:
+        for p in [d, *d.rglob("*")]:
+            if p.is_dir():
+                os.chmod(p, 0o755)
+        shutil.rmtree(d)
