@@ -644,7 +644,13 @@ def schema(
 
 
 def main() -> None:
-    argv = sys.argv[1:]
+    try:
+        _main(sys.argv[1:])
+    finally:
+        close_stores()  # the command is over (SQLite checkpoints its WAL as each store closes)
+
+
+def _main(argv: list[str]) -> None:
     # A read command asked again with nothing changed is answered from the cache (survey.replay).
     with replay.recording(replay.answer(argv), argv) as rec:
         command = typer.main.get_command(app)
