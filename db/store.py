@@ -348,6 +348,11 @@ class Store:
     def session(self) -> Session:
         return self.sessions()
 
+    def sqlite_file(self) -> Path | None:
+        """The SQLite file this store reads; None for PostgreSQL or an in-memory database."""
+        url = self.engine.url
+        return _sqlite_file(url) if url.get_backend_name() == "sqlite" else None
+
     def close(self) -> None:
         self.engine.dispose()
 

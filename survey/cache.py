@@ -1,4 +1,5 @@
-"""Where proton-survey keeps what it can rebuild: venvs, stub libraries, rootfs."""
+"""Where proton-survey keeps what it can rebuild: venvs, stub libraries, rootfs,
+the CLI's replayable answers."""
 
 from __future__ import annotations
 
@@ -6,8 +7,13 @@ import os
 from pathlib import Path
 
 
+def location() -> Path:
+    """``SURVEY_CACHE``, else ``$XDG_CACHE_HOME/proton-survey`` (``~/.cache``); not created."""
+    return Path(os.environ.get("SURVEY_CACHE") or Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+                / "proton-survey")
+
+
 def root() -> Path:
-    p = Path(os.environ.get("SURVEY_CACHE") or Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
-             / "proton-survey")
+    p = location()
     p.mkdir(parents=True, exist_ok=True)
     return p

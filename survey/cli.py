@@ -16,7 +16,7 @@ try:  # Typer >= 0.20 vendors click
 except ImportError:  # pragma: no cover
     from click.exceptions import UsageError  # type: ignore[assignment]
 
-from survey import exitcodes
+from survey import exitcodes, replay
 from survey.errors import InputError, StoreUnusable, SurveyError, UnknownTarget, UsageProblem, choose
 from survey.lazy import lazy
 
@@ -48,13 +48,24 @@ DbOpt = Annotated[
 TimeoutOpt = Annotated[float, typer.Option("--timeout", help="seconds for each check inside the probe")]
 
 
+_opened: list[Store] = []
+
+
 def open_store(db: str | None, *, create: bool = True) -> Store:
     """The store at ``db``; commands that only read it pass ``create=False``, so a
     mistyped --db is an error instead of a new, empty store."""
     try:
-        return store_mod.Store(db, create=create)
+        store = store_mod.Store(db, create=create)
     except store_mod.StoreError as e:  # NewerDatabaseError, NoStoreError, ...
         raise StoreUnusable(str(e))
+    _opened.append(store)
+    return store
+
+
+def close_stores() -> None:
+    """Close every store this process opened (SQLite then checkpoints its WAL into the file)."""
+    while _opened:
+        _opened.pop().close()
 
 
 # --------------------------------------------------------------------------- run
@@ -85,10 +96,6 @@ def run(
              "on a node prints how it offers its own); this machine stores the reports")] = None,
 ) -> None:
     """Survey every candidate of the catalog (or aorta's environments) and store the evidence."""
-    from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
-
-    from survey.survey_run import RETRY_AFTER_S, Outcome, ProbeSettings, run_survey
-
     with_aorta = bool(aorta_environments) or aorta_registry
     if ray is not None and with_aorta:
         raise UsageProblem("--ray surveys the catalog's candidates; survey aorta's environments without it")
@@ -114,6 +121,19 @@ def run(
     for t in [t for t in aorta if t.unusable is not None]:
         err.print(f"{t.name}: skipped ({t.unusable})", markup=False, highlight=False)
     aorta = [t for t in aorta if t.unusable is None]
+    ahead: dict[str, Any] = {}
+    if ray is None and all(e.platforms is None for _, e in entries):
+        # The first interpreters the survey will ask are asked now, while the store and the rest load.
+        from survey.launchers.python import PythonLauncher
+
+        for _, e in entries[:max(1, jobs)]:
+            if e.kind == "python" and e.python:
+                ahead[e.name] = PythonLauncher(e.python)
+                ahead[e.name].prefetch()
+    from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+
+    from survey.survey_run import RETRY_AFTER_S, Outcome, ProbeSettings, run_survey
+
     store = open_store(db)
     settings = ProbeSettings(timeout=timeout, force=force, retry_after_s=0.0 if retry_unobtainable else RETRY_AFTER_S)
     colors = {"probed": "green", "unchanged": "cyan", "unobtainable": "yellow", "failed": "red",
@@ -185,7 +205,7 @@ def run(
                             description=f"[{c}]{o.status}[/]{run_ref} {escape(first[:90])}")
 
         outcomes = run_survey(store, entries, jobs=jobs, settings=settings, engine=engine, pull=pull,
-                              on_update=on_update, on_done=on_done) if entries else []
+                              on_update=on_update, on_done=on_done, launchers=ahead) if entries else []
         if aorta:
             from survey.aorta_targets import survey_targets
 
@@ -342,7 +362,13 @@ def table_cmd(
         raise UsageProblem("--width fits the terminal grid (--format grid)")
     keys = docs_table.parse_columns(columns)
     scope = "all" if show_all else "catalog"
-    with open_store(db, create=False).session() as s:
+    store = open_store(db, create=False)
+    if not (check or write):  # the answer is a function of the store and the arguments: replayable
+        replay.read_store(store.sqlite_file())
+        if documented is not None:
+            replay.read_file(documented)
+        replay.replayable()
+    with store.session() as s:
         if fmt in ("md", "html"):
             docs = docs_table.build(s, scope, keys, documented)
             text = docs.markdown() if fmt == "md" else docs.html()
@@ -448,6 +474,11 @@ def check_cmd(
         modes = (queries.NO_MODE, *(x for x in O.COMMON_MODES if x), *O.INSTRUMENTATION_MODES)
         choose(mode.split(":", 1)[0], modes, "mode")
     store = open_store(db)
+    from_store = platform is not None and aorta_environment is None  # answered from stored evidence only
+    if from_store:
+        replay.read_store(store.sqlite_file())
+        if catalog is not None:
+            replay.read_file(catalog)
     if aorta_environment is not None:
         from survey import recipe_check
         from survey.aorta_envs import load_environments
@@ -482,6 +513,10 @@ def check_cmd(
         if result.run_id:
             out.print(f"  evidence: run #{result.run_id} ({result.candidate}, {result.platform}), "
                       f"{result.evidence_date} ({result.evidence_age})", markup=False)
+    if from_store and result.candidate == target:  # TARGET named a catalog entry or a stored candidate
+        if result.evidence_date is not None and result.evidence_age is not None:
+            replay.shows_age(result.evidence_date, result.evidence_age)
+        replay.replayable()
     raise typer.Exit(result.exit_code)
 
 
@@ -609,21 +644,35 @@ def schema(
 
 
 def main() -> None:
-    command = typer.main.get_command(app)
     try:
-        rv = command.main(args=sys.argv[1:], prog_name="survey", standalone_mode=False)
-    except UsageError as e:
-        e.show()
-        sys.exit(exitcodes.USAGE)
-    except typer.Abort:
-        err.print("aborted")
-        sys.exit(130)
-    except SurveyError as e:
-        err.print(f"[bold red]error:[/] {escape(e.message)}", highlight=False)
-        if e.hint:
-            err.print(f"  {e.hint}", markup=False, highlight=False)
-        sys.exit(e.exit_code)
-    sys.exit(rv if isinstance(rv, int) else 0)
+        _main(sys.argv[1:])
+    finally:
+        close_stores()  # the command is over (SQLite checkpoints its WAL as each store closes)
+
+
+def _main(argv: list[str]) -> None:
+    # A read command asked again with nothing changed is answered from the cache (survey.replay).
+    with replay.recording(replay.answer(argv), argv) as rec:
+        command = typer.main.get_command(app)
+        try:
+            rv = command.main(args=argv, prog_name="survey", standalone_mode=False)
+        except UsageError as e:
+            e.show()
+            sys.exit(exitcodes.USAGE)
+        except typer.Abort:
+            err.print("aborted")
+            sys.exit(130)
+        except SurveyError as e:
+            err.print(f"[bold red]error:[/] {escape(e.message)}", highlight=False)
+            if e.hint:
+                err.print(f"  {e.hint}", markup=False, highlight=False)
+            sys.exit(e.exit_code)
+        code = rv if isinstance(rv, int) else 0
+        if code == 0 and (argv == ["--help"] or (len(argv) == 2 and argv[1] == "--help"
+                                                 and argv[0] in getattr(command, "commands", {}))):
+            rec.replayable()  # the help text
+        rec.finish(code)
+    sys.exit(code)
 
 
 __all__ = ["app", "main", "UnknownTarget"]

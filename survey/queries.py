@@ -15,6 +15,7 @@ from sqlalchemy import func, select
 from sqlalchemy.orm import Session, selectinload
 
 from db import models as m
+from survey.ages import age_text as age_text  # re-exported: callers read it here
 from survey.errors import UnknownTarget
 from survey.identity import platform_label
 
@@ -37,20 +38,6 @@ def iso(t: dt.datetime | None) -> str | None:
     if t.tzinfo is None:
         t = t.replace(tzinfo=dt.UTC)
     return t.isoformat(timespec="seconds")
-
-
-def age_text(t: dt.datetime | None, now: dt.datetime | None = None) -> str:
-    if t is None:
-        return "unknown age"
-    if t.tzinfo is None:
-        t = t.replace(tzinfo=dt.UTC)
-    now = now or dt.datetime.now(dt.UTC)
-    secs = max(0, int((now - t).total_seconds()))
-    for unit, n in (("day", 86400), ("hour", 3600), ("minute", 60)):
-        if secs >= n:
-            k = secs // n
-            return f"{k} {unit}{'s' if k != 1 else ''} old"
-    return f"{secs} seconds old"
 
 
 def run_query():  # type: ignore[no-untyped-def]

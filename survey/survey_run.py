@@ -25,7 +25,7 @@ from survey import errortext, identity, probe_run, queries
 from survey.catalog import Entry
 from survey.errors import SurveyError, TargetError, Unobtainable
 from survey.ingest import find_unchanged, ingest, record_failure
-from survey.launchers import Launcher
+from survey.launchers import Launcher, Resolved
 from survey.launchers.pip import PipLauncher
 from survey.launchers.python import PythonLauncher
 
@@ -53,6 +53,31 @@ def make_launcher(entry: Entry, *, engine: str | None = None, pull: str = "missi
 
     assert entry.image
     return ImageLauncher(entry.image, engine=engine, pull=pull, python=entry.interpreter)
+
+
+class Deferred:
+    """A catalog entry's launcher, made when first used: a candidate that is backed off
+    never makes one (an image's launcher asks the container engine, a quarter of a
+    second). Its errors (no engine) arise at that first use, before anything is tried."""
+
+    def __init__(self, entry: Entry, engine: str | None, pull: str):
+        self.kind = entry.kind
+        self._make = lambda: make_launcher(entry, engine=engine, pull=pull)
+        self._inner: Launcher | None = None
+
+    def _launcher(self) -> Launcher:
+        if self._inner is None:
+            self._inner = self._make()
+        return self._inner
+
+    def describe(self) -> str:
+        return self._launcher().describe()
+
+    def obtain(self) -> Resolved:
+        return self._launcher().obtain()
+
+    def probe(self, resolved: Resolved, args: list[str], timeout: float) -> tuple[bytes, bool]:
+        return self._launcher().probe(resolved, args, timeout)
 
 
 RETRY_AFTER_S = 6 * 3600.0
@@ -167,10 +192,14 @@ def run_survey(
     pull: str = "missing",
     on_update: Callable[[str, str], None] = lambda _n, _m: None,
     on_done: Callable[[Outcome], None] = lambda _o: None,
+    launchers: dict[str, Launcher] | None = None,
 ) -> list[Outcome]:
+    """``launchers``: the launcher of these entries (by name) already made (and perhaps
+    asked ahead: PythonLauncher.prefetch); the others are made here."""
+
     def one(item: tuple[int, Entry]) -> Outcome:
         position, entry = item
-        launcher = make_launcher(entry, engine=engine, pull=pull)
+        launcher = (launchers or {}).get(entry.name) or Deferred(entry, engine, pull)
         return survey_one(store, entry.name, entry.display_label, entry.kind, entry.spec(), position,
                           launcher, settings.for_entry(entry), report=lambda msg: on_update(entry.name, msg),
                           scope="catalog")

@@ -148,3 +148,79 @@ def test_default_catalog_holds_the_reference_candidates() -> None:
                  "pytorch-rocm-nightly", "triton-main", "rocm-pytorch-rocm10.0-2.13.0"):
         assert want in names
     assert {e.kind for e in cat.candidate} == {"pip", "image"}
+
+
+def test_an_interpreter_asked_ahead_is_asked_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    from survey.errors import NotAPython
+    from survey.launchers import python as python_launcher
+
+    calls: list[str] = []
+    real = python_launcher.PythonLauncher._obtain
+
+    def counted(self: python_launcher.PythonLauncher) -> object:
+        calls.append(self.python)
+        return real(self)
+
+    monkeypatch.setattr(python_launcher.PythonLauncher, "_obtain", counted)
+    launcher = python_launcher.PythonLauncher(sys.executable)
+    launcher.prefetch()
+    ahead = launcher.obtain()
+    assert calls == [sys.executable]
+    assert launcher.obtain().identity == ahead.identity and len(calls) == 2  # taken once, then asked again
+    monkeypatch.setattr(python_launcher, "PREFETCH_FRESH_S", 0.0)  # an answer too old is not used
+    launcher.prefetch()
+    launcher.obtain()
+    assert len(calls) >= 4
+    gone = python_launcher.PythonLauncher("/nonexistent/bin/python3")
+    gone.prefetch()
+    with pytest.raises(NotAPython):
+        gone.obtain()
+
+
+def test_a_changed_interpreter_is_probed_again_though_asked_ahead(tmp_path: Path) -> None:
+    """`survey run` asks its first interpreters while the store loads: an environment
+    changed since the last survey is still seen as changed."""
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
+    cat = tmp_path / "catalog.toml"
+    cat.write_text(f'[[candidate]]\nname = "venv"\npython = "{venv / "bin" / "python"}"\n')
+    db = f"sqlite:///{tmp_path / 's.db'}"
+    first = survey(db, "run", "--catalog", str(cat), "--no-table")
+    assert first.returncode == 0 and "1 probed" in first.stderr, first
+    assert "1 unchanged" in survey(db, "run", "--catalog", str(cat), "--no-table").stderr
+    [site] = venv.glob("lib/python*/site-packages")
+    dist = site / "proton_survey_marker-1.0.dist-info"
+    dist.mkdir()
+    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: proton-survey-marker\nVersion: 1.0\n")
+    (dist / "RECORD").write_text("proton_survey_marker-1.0.dist-info/METADATA,,\n")
+    assert "1 probed" in survey(db, "run", "--catalog", str(cat), "--no-table").stderr
+
+
+def test_a_backed_off_image_does_not_ask_the_container_engine(tmp_path: Path,
+                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    from db.store import Store
+    from survey import identity
+    from survey.catalog import Entry
+    from survey.ingest import record_failure
+    from survey.launchers import image as image_mod
+    from survey.survey_run import ProbeSettings, run_survey
+
+    store = Store(f"sqlite:///{tmp_path / 's.db'}")
+    ref = "registry.invalid/proton-survey/none:1"
+    with store.session() as s:
+        record_failure(s, "img", label=None, kind="image", spec={"image": ref}, position=0,
+                       error="the registry cannot be reached", platform=identity.local_platform(), scope="catalog")
+    asked: list[str] = []
+
+    def no_engine(engine: str) -> tuple[bool, str]:
+        asked.append(engine)
+        return False, f"{engine} is not installed (not found on PATH)"
+
+    monkeypatch.setattr(image_mod, "check_engine", no_engine)
+    entry = Entry(name="img", image=ref)
+    [out] = run_survey(store, [(0, entry)], jobs=1, settings=ProbeSettings())
+    assert out.status == "unobtainable" and "not retried" in out.message and asked == []
+    # tried again: the engine is asked, and its absence is the answer, as before (nothing stored)
+    [out] = run_survey(store, [(0, entry)], jobs=1, settings=ProbeSettings(retry_after_s=0))
+    assert out.status == "failed" and out.run_id is None and "no usable container engine" in out.message and asked
+    store.close()

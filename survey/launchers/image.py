@@ -31,7 +31,7 @@ import threading
 from typing import Any
 
 from probes import cli as probe_cli
-from survey import probe_run
+from survey import probe_run, replay
 from survey.errors import EngineUnavailable, ImageNotFound, InputError, NotAPython, ProbeFailed, Unobtainable
 from survey.launchers import Resolved
 
@@ -102,6 +102,7 @@ def check_engine(engine: str) -> tuple[bool, str]:
 
 def choose_engine(engine: str | None) -> tuple[str, str]:
     """(engine, its version); raises EngineUnavailable."""
+    replay.spoil()  # an answer that depends on the engine being there is not replayed
     engine = engine or os.environ.get("SURVEY_ENGINE") or None
     if engine is not None:
         if flavor(engine) is None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import re
 import shutil
 import subprocess
@@ -122,10 +123,13 @@ class PipLauncher:
     def obtain(self) -> Resolved:
         base = PythonLauncher(self.python)
         base_exe = base.executable()
-        version = subprocess.run(
-            [base_exe, "-c", "import sys; print('%d.%d' % sys.version_info[:2])"],
-            capture_output=True, text=True, timeout=60,
-        ).stdout.strip()
+        if os.path.realpath(base_exe) == os.path.realpath(sys.executable):  # this very interpreter: no need to ask
+            version = f"{sys.version_info[0]}.{sys.version_info[1]}"
+        else:
+            version = subprocess.run(
+                [base_exe, "-c", "import sys; print('%d.%d' % sys.version_info[:2])"],
+                capture_output=True, text=True, timeout=60,
+            ).stdout.strip()
         vdir = self.venv_dir(version)
         marker = vdir / MARKER
         vpy = vdir / "bin" / "python"

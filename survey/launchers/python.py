@@ -10,12 +10,17 @@ import json
 import os
 import shutil
 import subprocess
+import threading
+import time
+from concurrent.futures import Future
 
 from survey import probe_run
 from survey.errors import NotAPython
 from survey.launchers import Resolved
 
 PREFLIGHT = "import sys, json; print(json.dumps([list(sys.version_info[:3]), sys.executable]))"
+# An interpreter asked ahead (PythonLauncher.prefetch) is asked again when its answer is older than this.
+PREFETCH_FRESH_S = 10.0
 
 
 class PythonLauncher:
@@ -24,6 +29,7 @@ class PythonLauncher:
     def __init__(self, python: str, *, env: dict[str, str] | None = None):
         self.python = python
         self.env = dict(env) if env else None
+        self._ahead: tuple[float, Future[Resolved]] | None = None
 
     def describe(self) -> str:
         with_env = f" with {', '.join(sorted(self.env))} set" if self.env else ""
@@ -48,7 +54,28 @@ class PythonLauncher:
             raise NotAPython(f"{path}: not executable")
         return path
 
+    def prefetch(self) -> None:
+        """Start :meth:`obtain` in the background (a daemon thread): ``survey run`` asks its
+        first interpreters while it loads the store. This launcher's next ``obtain`` takes
+        that answer (or its error), unless it is older than PREFETCH_FRESH_S."""
+        future: Future[Resolved] = Future()
+
+        def work() -> None:
+            try:
+                future.set_result(self._obtain())
+            except BaseException as e:
+                future.set_exception(e)
+
+        self._ahead = (time.monotonic(), future)
+        threading.Thread(target=work, name=f"prefetch {self.python}", daemon=True).start()
+
     def obtain(self) -> Resolved:
+        ahead, self._ahead = self._ahead, None
+        if ahead is not None and time.monotonic() - ahead[0] < PREFETCH_FRESH_S:
+            return ahead[1].result()
+        return self._obtain()
+
+    def _obtain(self) -> Resolved:
         exe = self.executable()
         try:
             proc = subprocess.run([exe, "-c", PREFLIGHT], capture_output=True, timeout=60, env=self.environ())
