@@ -20,7 +20,7 @@ def junk(tmp_path: Path) -> dict[str, Path]:
 
 
 @pytest.mark.parametrize("args,code,words", [
-    (["run", "--catalog", "{binary}"], exitcodes.INPUT, "not UTF-8 text"),
+    (["run", "--catalog", "{binary}"], exitcodes.INPUT, "binary data, not a TOML catalog"),
     (["run", "--catalog", "{dir}"], exitcodes.INPUT, "is a directory"),
     (["ingest", "{utf16}"], exitcodes.INPUT, "UTF-16"),
     (["ingest", "{binary}"], exitcodes.INPUT, "not UTF-8"),
