@@ -43,7 +43,7 @@ COLUMNS = [
     "verdict_source", "stub_outcome", "library", "reason", "capture_outcome", "capture_kernel_count",
     "capture_gpu_time_ns", "run_id", "date", "image_digest", "evidence", "last_attempt", "error", "tries",
 ]
-MODE_LABELS = (queries.NO_MODE, *(m for m in O.COMMON_MODES if m), *O.INSTRUMENTATION_MODES)
+MODE_LABELS = queries.MODE_LABELS
 VERDICTS = ("accepted", "refused", "absent", "unknown")  # survey.verdicts.mode_verdict
 FILTER_NAMES = ("backend", "mode", "candidate", "outcome", "verdict", "platform")
 TEXT = 1000  # characters of one evidence text in a matrix or list row

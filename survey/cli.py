@@ -557,6 +557,53 @@ def diff_cmd(
     raise typer.Exit(code)
 
 
+# --------------------------------------------------------------------------- history
+@app.command("history")
+def history_cmd(
+    candidate: Annotated[str, typer.Argument(help="a stored candidate's name")],
+    backend: Annotated[str, typer.Option("--backend", "-b", help="the Proton backend")],
+    mode: Annotated[str, typer.Option("--mode", "-m", help="its mode (`none`: no mode)")] = "none",
+    platform: Annotated[Optional[str], typer.Option(help="only runs on this platform (a key)")] = None,
+    fmt: Annotated[str, typer.Option("--format", "-f", help="table, json, csv or md")] = "table",
+    db: DbOpt = None,
+) -> None:
+    """One matrix cell over time: what every run of CANDIDATE said of a backend and mode, newest first."""
+    from probes import outcomes as O
+    from survey import history
+
+    choose(fmt, ("table", "json", "csv", "md"), "format")
+    choose(backend, O.BACKENDS, "backend")
+    choose(mode, queries.MODE_LABELS, "mode")
+    the_mode = queries.mode_from_label(mode)
+    with open_store(db, create=False).session() as s:
+        cand = queries.get_candidate(s, candidate)
+        keys = history.platforms(s, cand)
+        if platform and platform not in keys:
+            raise UnknownTarget(f"candidate {candidate!r} has no run on platform {platform!r}",
+                                hint=f"it has runs on: {', '.join(keys) or '(none)'}")
+        rows = history.cell_history(s, cand, backend, the_mode, platform)
+    if fmt == "json":
+        sys.stdout.write(json.dumps({"candidate": candidate, "backend": backend, "mode": mode, "platform": platform,
+                                     "changes": sum(1 for r in rows if r["changed"]), "runs": rows},
+                                    indent=1, ensure_ascii=False) + "\n")
+        return
+    if fmt in ("csv", "md"):
+        sys.stdout.write(table_mod.render(table_mod.frame(rows, history.COLUMNS), fmt))
+        return
+    from rich.table import Table
+
+    t = Table(title=f"{candidate} · {backend} {mode}", show_header=True)
+    for col in ("run", "date", "platform", "Triton", "outcome", "verdict", "reason"):
+        t.add_column(col)
+    for r in rows:
+        mark = " (changed)" if r["changed"] else ""
+        t.add_row(f"#{r['run_id']}{mark}", (r["date"] or "")[:10], escape(r["platform"] or "—"),
+                  escape(r["triton_version"] or "—"), escape(r["outcome"] or r["status"]),
+                  escape(r["verdict"] or "—"), escape(r["reason"] or r["error"] or ""))
+    # Fitted to a terminal; never cut when the output is not one (a file, a pipe).
+    (out if sys.stdout.isatty() else Console(width=100_000, color_system=None)).print(t)
+
+
 # --------------------------------------------------------------------------- platform
 @app.command("platform")
 def platform_cmd(

@@ -15,11 +15,13 @@ from sqlalchemy import func, select
 from sqlalchemy.orm import Session, selectinload
 
 from db import models as m
+from probes import outcomes as O
 from survey.ages import age_text as age_text  # re-exported: callers read it here
 from survey.errors import UnknownTarget
 from survey.identity import platform_label
 
 NO_MODE = "none"  # the label of "no mode given"; `default` is a real instrumentation mode
+MODE_LABELS = (NO_MODE, *(m for m in O.COMMON_MODES if m), *O.INSTRUMENTATION_MODES)  # every mode, as labels
 SCOPES = ("catalog", "all")
 
 

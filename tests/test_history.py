@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from db.store import Store
@@ -89,3 +90,23 @@ def test_the_matrix_links_each_cell_to_its_history(store: Store, make_client: An
     assert len(links) == len(c.get("/matrix.json?scope=all").json()["rows"])
     for link in links[:5]:
         assert c.get(link).status_code == 200
+
+
+def test_survey_history_prints_the_same_cell(store: Store) -> None:
+    from survey import exitcodes
+    from tests.conftest import survey_cli
+
+    old, new, failed = three_runs(store)
+    res = survey_cli("history", "t", "--backend", "rocprofiler", "--format", "json", "--db", store.url)
+    assert res.returncode == 0, res.stderr
+    body = json.loads(res.stdout)
+    assert [r["run_id"] for r in body["runs"]] == [failed, new, old] and body["changes"] == 1
+    assert [r["changed"] for r in body["runs"]] == [None, True, False]
+    table = survey_cli("history", "t", "--backend", "rocprofiler", "--db", store.url)
+    assert f"#{new} (changed)" in table.stdout and "unknown_backend" in table.stdout
+    csv_out = survey_cli("history", "t", "-b", "cupti", "-m", "pcsampling", "-f", "csv", "--db", store.url).stdout
+    assert csv_out.splitlines()[0].startswith("run_id,date,status") and "nan" not in csv_out
+    typo = survey_cli("history", "t", "--backend", "rocprofiler", "--mode", "pcsamplng", "--db", store.url)
+    assert typo.returncode == exitcodes.USAGE and "did you mean 'pcsampling'" in typo.stderr
+    missing = survey_cli("history", "nope", "--backend", "cupti", "--db", store.url)
+    assert missing.returncode == exitcodes.INPUT and "no candidate named 'nope'" in missing.stderr
