@@ -26,7 +26,7 @@ from api import formats
 from api.cache import Entry
 from api.errors import ApiError
 from api.formats import Resource
-from api.matrix import MODE_LABELS, one_of, stored_names
+from api.matrix import MODE_LABELS, backend_and_mode, stored_names
 from api.schemas import ERRORS, CheckResponse
 from probes import outcomes as O
 from survey import check as survey_check
@@ -100,16 +100,9 @@ async def check_view(
         raise ApiError(422, "invalid_input", "target: which environment? ?target=NAME", field="target")
     if len(target) > MAX_TARGET:
         raise ApiError(422, "invalid_input", f"target: at most {MAX_TARGET} characters", field="target")
-    if not backend:
-        raise ApiError(422, "invalid_input", "backend: which Proton backend? ?backend=" + "|".join(O.BACKENDS),
-                       field="backend")
-    if backend not in O.BACKENDS:
-        raise one_of("backend", backend, O.BACKENDS)
-    if mode and mode not in MODE_LABELS:
-        raise one_of("mode", mode, MODE_LABELS)
+    the_mode = backend_and_mode(backend, mode)
     store = request.app.state.store
     version = await cache_mod.version(request)
-    the_mode = queries.mode_from_label(mode or None)
     if len(platform) > 300:
         raise ApiError(422, "invalid_input", "platform: at most 300 characters", field="platform")
     result = with_age(await cache_mod.memo(request, version, ("check", target, backend, the_mode, platform),

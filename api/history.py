@@ -21,7 +21,7 @@ from api import formats, pages
 from api.cache import Entry
 from api.errors import ApiError
 from api.formats import Resource
-from api.matrix import MODE_LABELS, one_of, stored_names
+from api.matrix import MODE_LABELS, backend_and_mode, stored_names
 from api.schemas import ERRORS, HistoryResponse
 from probes import outcomes as O
 from survey import history, queries
@@ -80,17 +80,10 @@ async def history_view(
                                                "modes": MODE_LABELS})
     if not candidate:
         raise ApiError(422, "invalid_input", "candidate: whose history? ?candidate=NAME", field="candidate")
-    if not backend:
-        raise ApiError(422, "invalid_input", "backend: which Proton backend? ?backend=" + "|".join(O.BACKENDS),
-                       field="backend")
-    if backend not in O.BACKENDS:
-        raise one_of("backend", backend, O.BACKENDS)
-    if mode and mode not in MODE_LABELS:
-        raise one_of("mode", mode, MODE_LABELS)
+    the_mode = backend_and_mode(backend, mode)
     if len(candidate) > 200 or len(platform) > 300:
         field = "candidate" if len(candidate) > 200 else "platform"
         raise ApiError(422, "invalid_input", f"{field}: too long", field=field)
-    the_mode = queries.mode_from_label(mode or None)
     mode_text = queries.mode_label(the_mode)
     key = ("history", fmt, candidate, backend, the_mode, platform, size, start)
     entry = request.app.state.matrix_cache.get(version, key)

@@ -87,6 +87,19 @@ def one_of(what: str, value: str, valid: tuple[str, ...] | list[str]) -> ApiErro
     return ApiError(422, "invalid_input", f"{what}: {known}; one of {shown or '(none stored)'}", field=what)
 
 
+def backend_and_mode(backend: str, mode: str) -> str | None:
+    """The mode asked for (None: no mode), after 422s for a missing or unknown backend
+    and an unknown mode (as ``/check`` and ``/history`` take them)."""
+    if not backend:
+        raise ApiError(422, "invalid_input", "backend: which Proton backend? ?backend=" + "|".join(O.BACKENDS),
+                       field="backend")
+    if backend not in O.BACKENDS:
+        raise one_of("backend", backend, O.BACKENDS)
+    if mode and mode not in MODE_LABELS:
+        raise one_of("mode", mode, MODE_LABELS)
+    return queries.mode_from_label(mode or None)
+
+
 def _column_key(col: tuple[str, str | None]) -> tuple[int, int]:
     return survey_verdicts.BACKEND_ORDER.get(col[0], 99), survey_verdicts.MODE_ORDER.get(col[1], 9)
 
