@@ -181,9 +181,9 @@ _MODE_COLUMNS = [c for c in records.fields("mode_result") if c in m.ModeRow.__ta
 
 
 def _text(value: Any) -> Any:
-    """A value for a text column: NUL shown as U+2400 (PostgreSQL cannot hold NUL;
-    one character for one, so a value still fits its column; the stored report
-    keeps the original, escaped by JSON)."""
+    """NUL shown as U+2400 inside values bound for JSON columns too, as
+    ``db.models.String``/``Text`` show it in text columns (one character for one;
+    the stored report keeps the original, escaped by JSON)."""
     if isinstance(value, str):
         return value.replace("\x00", "\u2400")
     if isinstance(value, list):

@@ -115,7 +115,8 @@ def slots(s: Session, scope: str = "all", candidate: str | None = None, checks: 
 
 def find_candidate(s: Session, name: str) -> m.Candidate | None:
     """The stored candidate of this name, or None. A name holding NUL cannot be
-    stored (survey.names), and PostgreSQL refuses it even in a comparison."""
+    stored (survey.names); looked up, its NUL would be bound as U+2400
+    (db.models.String) and could find a name that holds that symbol."""
     if "\x00" in name:
         return None
     return s.scalar(select(m.Candidate).where(m.Candidate.name == name))
