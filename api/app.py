@@ -39,6 +39,7 @@ from fastapi.staticfiles import StaticFiles
 from api import badges, candidates, check, diff, docs, errors, history, matrix, meta, render, runs, upload
 from api.cache import MatrixCache
 from api.middleware import HeadAsGet, SecurityHeaders
+from api.replay import Replay
 from db.store import Store
 
 TOKEN_ENV = "SURVEY_TOKEN"
@@ -112,4 +113,5 @@ def create_app(store: Store, *, token: str | None = None, max_upload_bytes: int 
     app.mount("/static", StaticFiles(directory=str(render.STATIC)), name="static")
     app.add_middleware(SecurityHeaders)
     app.add_middleware(HeadAsGet)
+    app.add_middleware(Replay, cache=cache)  # outermost: repeats answers a view gave at this version
     return app

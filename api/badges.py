@@ -97,7 +97,7 @@ async def badge(
         return Entry.of(svg(c["label"], c["message"], c["hex"]), "image/svg+xml")
 
     entry = await cache_mod.memo(request, version, ("badge", candidate, backend, mode, platform, fmt), build)
-    return cache_mod.answer(entry, if_none_match)
+    return cache_mod.answer(request, version, entry, if_none_match)
 
 
 def routes(router: APIRouter) -> None:

@@ -31,6 +31,7 @@ from db.store import Store
 from survey.ingest import MATRIX_VERSION
 
 NO_VERSION = "0"  # a store nothing was ever ingested into
+SLOT = "survey.replay"  # filled by answer(): api.replay may repeat the answer while the version stands
 
 
 @dataclass(frozen=True)
@@ -158,8 +159,14 @@ async def memo(request: Request, version_: str, key: Hashable, compute: Callable
     return value
 
 
-def answer(entry: Entry, if_none_match: str | None) -> Response:
-    """The body, or 304 when the client already holds it."""
+def answer(request: Request, version_: str, entry: Entry, if_none_match: str | None, *,
+           replay: bool = True) -> Response:
+    """The body, or 304 when the client already holds it. :mod:`api.replay` may repeat it
+    for the same request until the matrix version moves; ``replay=False`` for an answer that
+    also depends on something else (the clock: an evidence age)."""
+    slot = request.scope.get(SLOT)
+    if slot is not None and replay:
+        slot.update(version=version_, etag=entry.etag)
     headers = {"ETag": entry.etag, "Cache-Control": "no-cache", **dict(entry.headers)}
     if etag_matches(if_none_match, entry.etag):
         return Response(status_code=304, headers=headers)

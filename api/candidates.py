@@ -103,7 +103,7 @@ async def candidates_view(
         rows = await cache_mod.memo(request, version, ("candidate rows",),
                                     lambda: all_rows(request.app.state.store))
         entry = await cache_mod.memo(request, version, key, lambda: _candidates_entry(request, fmt, rows, size, start))
-    return cache_mod.answer(entry, if_none_match)
+    return cache_mod.answer(request, version, entry, if_none_match)
 
 
 def _find(s: Session, name: str, fmt: str) -> tuple[m.Candidate, str]:

@@ -110,7 +110,8 @@ async def check_view(
     ctx.update(title=f"Check {target}: {backend} {queries.mode_label(result['mode'])}", result=result)
     row = {**result, "mode": queries.mode_label(result["mode"])}
     res = Resource(result, "check.html", ctx, rows=[row], columns=COLUMNS)
-    return cache_mod.answer(Entry.of(formats.body(res, fmt, request), formats.MEDIA_TYPES[fmt]), if_none_match)
+    entry = Entry.of(formats.body(res, fmt, request), formats.MEDIA_TYPES[fmt])
+    return cache_mod.answer(request, version, entry, if_none_match, replay=False)  # the age moves with the clock
 
 
 def routes(router: APIRouter) -> None:

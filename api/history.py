@@ -92,7 +92,7 @@ async def history_view(
                                      lambda: rows_for(store, candidate, backend, the_mode, platform))
         entry = await cache_mod.memo(request, version, key, lambda: _entry(request, fmt, found, backend, mode_text,
                                                                            platform, size, start))
-    return cache_mod.answer(entry, if_none_match)
+    return cache_mod.answer(request, version, entry, if_none_match)
 
 
 def routes(router: APIRouter) -> None:

@@ -283,7 +283,7 @@ async def matrix_view(
     if fmt == "md":
         entry = await cache_mod.memo(request, version, ("matrix", "md", the_scope),
                                      lambda: docs_entry(state.store, the_scope))
-        return cache_mod.answer(entry, if_none_match)
+        return cache_mod.answer(request, version, entry, if_none_match)
     names: list[str] = []
     if filters["candidate"]:
         names = await cache_mod.memo(request, version, ("names",), lambda: stored_names(state.store))
@@ -306,7 +306,7 @@ async def matrix_view(
                                            lambda: page_rows(state.store, filters, the_scope, size, start))
         entry = await cache_mod.memo(request, version, key, lambda: build(request, fmt, filters, version,
                                                                           the_scope, rows, total, size, start))
-    return cache_mod.answer(entry, if_none_match)
+    return cache_mod.answer(request, version, entry, if_none_match)
 
 
 def routes(router: APIRouter) -> None:
