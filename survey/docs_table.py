@@ -375,7 +375,7 @@ def build(s: Session, scope: str = "catalog", columns: list[str] | None = None,
             if note and note not in table.notes:
                 table.notes.append(note)
     if with_sections:
-        table.since = since.since_rows(s, scope)
+        table.since = since.since_rows(s, scope, slots)
         table.documented = claims
     return table
 

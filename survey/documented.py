@@ -192,13 +192,18 @@ def assess(s: Session, documented: list[Documented]) -> list[dict[str, Any]]:
     not_measured, agrees or conflicts (any measurement that disagrees is a
     conflict); ``measured`` lists each (candidate, platform)'s latest complete run
     that answers the question. Plain dicts: the rows of the API's documented
-    evidence."""
+    evidence. The store is read once, whatever the number of claims."""
+    if not documented:
+        return []
     labels = {c.name: c.label for c in queries.candidates(s, "all")}
+    by_candidate: dict[str, list[queries.Slot]] = {}
+    for slot in queries.slots(s, "all"):
+        by_candidate.setdefault(slot.candidate.name, []).append(slot)
     rows = []
     for d in documented:
         c = d.claim
         measured = []
-        for slot in queries.slots(s, "all", c.candidate):
+        for slot in by_candidate.get(c.candidate, []):
             if slot.complete is None or not _on_platform(c, slot):
                 continue
             a = _measured(c, slot.complete)

@@ -128,17 +128,18 @@ def phrase_of(row: dict[str, Any]) -> str:
     return text + (f" ({'; '.join(extras)})" if extras else "")
 
 
-def since_rows(s: Session, scope: str = "catalog") -> list[dict[str, Any]]:
+def since_rows(s: Session, scope: str = "catalog", slots: list[queries.Slot] | None = None) -> list[dict[str, Any]]:
     """One row per (question, backend, mode[, platform]) that any release answers.
 
     Keys: question (present | accepted | works), backend, mode (label: ``none``
     for no mode), mode_arg, platform (key, or None: the same on every platform
     measured), platform_label, releases (versions that answered, in version
     order), yes, no, mixed (environments of one release disagreeing), first_yes,
-    last_no, stub_derived, runs (the run ids used), phrase.
+    last_no, stub_derived, runs (the run ids used), phrase. ``slots``: the scope's
+    slots when the caller read them already (with their checks).
     """
     runs = []  # (version, platform key, platform label, run)
-    for slot in queries.slots(s, scope):
+    for slot in queries.slots(s, scope) if slots is None else slots:
         run = slot.complete
         if run is None or not run.triton_version:
             continue
