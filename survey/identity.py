@@ -23,10 +23,12 @@ import platform as _platform
 import socket
 import sys
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from probes import PROBE_VERSION, records
-from survey.report import Report
+
+if TYPE_CHECKING:  # annotations only: reading the store needs no report model (the CLI's read path stays light)
+    from survey.report import Report
 
 
 def digest(doc: Any) -> str:
