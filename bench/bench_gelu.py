@@ -136,6 +136,9 @@ def main():
         "goal_per_launch_overhead_ratio": 1.05,
     }
     print(json.dumps(res, indent=1))
+    print(f"per-launch overhead, capturing vs deactivated in one session: {cap_s / plain_s:.4f}x (goal <= 1.05x: "
+          f"{'met' if cap_s / plain_s <= 1.05 else 'NOT met'}); one-off: start {start_s * 1e3:.1f} ms, first "
+          f"captured loop {warm_s * 1e3:.1f} ms, finalize {finalize_s * 1e3:.1f} ms")
     if args.output:
         with open(args.output, "w") as f:
             json.dump(res, f, indent=1)
