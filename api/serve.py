@@ -6,13 +6,21 @@ is a one-line error with an exit code instead of uvicorn's log and exit 3:
 - a port outside 1-65535, or a host that does not resolve: usage (64);
 - a port in use, or an address that cannot be bound here: unavailable
   (69, EX_UNAVAILABLE).
+
+``--workers N`` (N > 1) serves from N processes on the one socket (uvicorn's
+supervisor; each worker restarted if it dies). Every worker opens the store the
+parent opened and keeps its own per-version cache: the matrix version is read from
+the store on every request, so evidence stored through one worker is what all of
+them answer with next. A store in this process's memory cannot be shared: usage (64).
 """
 
 from __future__ import annotations
 
 import errno
+import os
 import socket
 from collections.abc import Callable
+from typing import Any
 
 from db.store import Store
 from survey import exitcodes
@@ -27,6 +35,33 @@ class BadAddress(SurveyError):
 
 class AddressUnavailable(SurveyError):
     exit_code = UNAVAILABLE
+
+
+class NotShareable(SurveyError):
+    exit_code = exitcodes.USAGE
+
+
+WORKER_STORE_ENV = "SURVEY_SERVE_WORKER_STORE"  # the store's URL, handed from the parent to its workers
+MAX_WORKERS = 64
+
+
+def check_workers(workers: int) -> None:
+    if not 1 <= workers <= MAX_WORKERS:
+        raise BadAddress(f"--workers {workers}: between 1 and {MAX_WORKERS}")
+
+
+def in_memory(store: Store) -> bool:
+    url = store.engine.url
+    database = url.database or ""
+    return url.get_backend_name() == "sqlite" and (database in ("", ":memory:") or "mode=memory" in database
+                                                   or "mode=memory" in str(url.query))
+
+
+def worker_app() -> Any:
+    """One worker's service (``--workers N``): its own connections to the parent's store."""
+    from api.app import create_app
+
+    return create_app(Store(os.environ[WORKER_STORE_ENV], create=False))
 
 
 def check_port(port: int) -> None:
@@ -58,15 +93,28 @@ def bind(host: str, port: int) -> socket.socket:
     return sock
 
 
-def serve(open_store: Callable[[], Store], host: str, port: int) -> None:
+def serve(open_store: Callable[[], Store], host: str, port: int, workers: int = 1) -> None:
     """Bind (host, port) first - the cheap check - then open the store and serve."""
     import uvicorn
 
     from api.app import create_app
 
+    check_workers(workers)
     sock = bind(host, port)
     try:
-        config = uvicorn.Config(create_app(open_store()), host=host, port=port, log_level="info")
-        uvicorn.Server(config).run(sockets=[sock])
+        store = open_store()  # created or migrated here, once, before any worker starts
+        if workers == 1:
+            config = uvicorn.Config(create_app(store), host=host, port=port, log_level="info")
+            uvicorn.Server(config).run(sockets=[sock])
+            return
+        if in_memory(store):
+            raise NotShareable(f"--workers {workers}: an in-memory store cannot be shared between processes; "
+                               "give --db a file or a PostgreSQL URL")
+        os.environ[WORKER_STORE_ENV] = store.url
+        from uvicorn.supervisors import Multiprocess
+
+        config = uvicorn.Config("api.serve:worker_app", factory=True, host=host, port=port, workers=workers,
+                                log_level="info")
+        Multiprocess(config, sockets=[sock]).run()
     finally:
         sock.close()

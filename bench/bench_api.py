@@ -27,6 +27,7 @@ import json
 import os
 import re
 import shutil
+import signal
 import socket
 import statistics
 import subprocess
@@ -128,11 +129,11 @@ class Server:
         return self
 
     def __exit__(self, *exc):
-        self.proc.terminate()
+        os.killpg(self.proc.pid, signal.SIGTERM)  # the server and any workers it started
         try:
             self.proc.wait(timeout=10)
         except subprocess.TimeoutExpired:
-            self.proc.kill()
+            os.killpg(self.proc.pid, signal.SIGKILL)
             self.proc.wait()
         self.logf.close()
 
@@ -208,6 +209,7 @@ def main():
     ap.add_argument("--rounds", type=int, default=1, help="measurements per server (median is reported)")
     ap.add_argument("--goal", type=float, default=10.0, help="required ratio of our requests/s to datasette's")
     ap.add_argument("--goal-p99", type=float, default=20.0, help="the most our /matrix.json p99 may be (ms)")
+    ap.add_argument("--workers", type=int, default=1, help="`survey serve --workers` (processes serving the port)")
     ap.add_argument("--output", help="also write the figures here (JSON)")
     args = ap.parse_args()
 
@@ -234,7 +236,8 @@ def main():
         ours_url = f"http://127.0.0.1:{p_ours}/matrix.json"
         ds_url = f"http://127.0.0.1:{p_ds}/{dbname}/matrix.json?_shape=array"
         ours = Server("survey", [sys.executable, "-m", "survey", "serve", "--db", f"sqlite:///{db}",
-                                 "--port", str(p_ours)], f"http://127.0.0.1:{p_ours}/healthz", work)
+                                 "--port", str(p_ours), "--workers", str(args.workers)],
+                     f"http://127.0.0.1:{p_ours}/healthz", work)
         ds = Server("datasette", [datasette, "serve", db, "-p", str(p_ds), "-m", meta],
                     f"http://127.0.0.1:{p_ds}/-/versions.json", work)
 
@@ -275,7 +278,7 @@ def main():
         ratio_rps = fig["ours"]["rps"] / fig["datasette"]["rps"]
         ratio_p99 = fig["datasette"]["p99_ms"] / fig["ours"]["p99_ms"]
         report = {
-            "load": {"tool": "wrk", "threads": args.threads, "connections": args.connections,
+            "load": {"tool": "wrk", "threads": args.threads, "connections": args.connections, "workers": args.workers,
                      "duration_s": args.duration, "rounds": args.rounds, "cpus": os.cpu_count()},
             "urls": {"ours": ours_url, "datasette": ds_url},
             "shape": shape,
@@ -290,7 +293,7 @@ def main():
         }
         print(f"store: {db} ({shape['ours_rows']} matrix rows; datasette's query: {shape['datasette_rows']} rows)")
         print(f"load: wrk -t{args.threads} -c{args.connections} -d{args.duration}s, {args.rounds} round(s), "
-              f"{os.cpu_count()} CPUs (servers and wrk share them)")
+              f"{os.cpu_count()} CPUs (servers and wrk share them); survey serve --workers {args.workers}")
         print(f"{'':34} {'req/s':>10} {'p50 ms':>9} {'p99 ms':>9} {'non-2xx/3xx':>12}")
         for key, label in (("ours", "survey /matrix.json (200)"), ("ours_304", "survey /matrix.json (304)"),
                            ("datasette", "datasette canned query (200)")):

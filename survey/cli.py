@@ -648,12 +648,15 @@ def serve(
     db: DbOpt = None,
     host: Annotated[str, typer.Option(help="address to listen on")] = "127.0.0.1",
     port: Annotated[int, typer.Option(help="port")] = 8000,
+    workers: Annotated[int, typer.Option(help="processes serving the one port (a store file or PostgreSQL; each "
+                                              "worker answers what the store holds now)")] = 1,
 ) -> None:
     """Serve the matrix and the evidence over HTTP (FastAPI, uvicorn)."""
     from api import serve as serving
 
     serving.check_port(port)  # exit 64; a port in use: exit 69 (api.serve)
-    serving.serve(lambda: open_store(db), host, port)
+    serving.check_workers(workers)  # exit 64
+    serving.serve(lambda: open_store(db), host, port, workers)
 
 
 @app.command()

@@ -15,8 +15,12 @@ import csv
 import io
 import json
 import logging
+import os
 import re
+import signal
 import socket
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -24,6 +28,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
+import httpx
 import pytest
 import uvicorn
 from sqlalchemy import event
@@ -735,6 +740,70 @@ def test_serve_binds_a_tcp_socket() -> None:
         assert sock.proto == socket.IPPROTO_TCP and sock.getsockname() == ("127.0.0.1", port)
     finally:
         sock.close()
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+def test_serve_with_workers_answers_what_the_store_holds_from_every_worker(filled_store: Store, store_url: str,
+                                                                           tmp_path: Path) -> None:
+    port = _free_port()
+    base = f"http://127.0.0.1:{port}"
+    log = tmp_path / "serve.log"
+    with log.open("wb") as out:
+        proc = subprocess.Popen([sys.executable, "-m", "survey", "serve", "--db", store_url, "--port", str(port),
+                                 "--workers", "2"], stdout=out, stderr=subprocess.STDOUT,
+                                env={**os.environ, "SURVEY_TOKEN": TOKEN}, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 90
+        while True:
+            assert proc.poll() is None, log.read_text()
+            try:
+                if httpx.get(f"{base}/healthz", timeout=2).status_code == 200:
+                    break
+            except httpx.TransportError:
+                pass
+            assert time.monotonic() < deadline, log.read_text()
+            time.sleep(0.3)
+        children = Path(f"/proc/{proc.pid}/task/{proc.pid}/children").read_text().split()
+        workers = [c for c in children if b"resource_tracker" not in Path(f"/proc/{c}/cmdline").read_bytes()]
+        assert len(workers) == 2, (children, log.read_text())
+
+        def rows() -> set[str]:  # a new connection each time: any worker may answer
+            r = httpx.get(f"{base}/matrix.json?scope=all&_size=1000", headers={"Connection": "close"}, timeout=30)
+            assert r.status_code == 200, r.text
+            return {row["candidate"] for row in r.json()["rows"]}
+
+        assert all("h200" not in rows() for _ in range(6))
+        up = httpx.post(f"{base}/runs", params={"candidate": "h200"}, content=report_bytes("h200-triton-3.6.0.json"),
+                        headers={"Authorization": f"Bearer {TOKEN}", "Connection": "close"}, timeout=60)
+        assert up.status_code == 201, up.text
+        assert all("h200" in rows() for _ in range(12))  # no worker answers from what it had before
+    finally:
+        os.killpg(proc.pid, signal.SIGTERM)
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    assert log.read_text().count("Started server process") == 2
+
+
+@pytest.mark.parametrize("args, says", [
+    (["--workers", "0"], "--workers 0: between 1 and 64"),
+    (["--workers", "2", "--db", "sqlite://"], "an in-memory store cannot be shared"),
+])
+def test_serve_refuses_workers_it_cannot_have(args: list[str], says: str, tmp_path: Path) -> None:
+    argv = ["serve", "--port", str(_free_port()), *args]
+    if "--db" not in args:
+        argv += ["--db", f"sqlite:///{tmp_path / 's.db'}"]
+    res = survey_cli(*argv)
+    assert res.returncode == 64, res
+    lines = [ln for ln in res.stderr.splitlines() if ln.strip()]
+    assert len(lines) == 1 and says in lines[0], res
 
 
 # --------------------------------------------------------------------------- 10. caching
