@@ -77,6 +77,9 @@ def cmd_probe(argv, bundle):
     p.add_argument("--capture-size", type=int, default=1 << 22)
     p.add_argument("--capture-iters", type=int, default=50)
     p.add_argument("--no-stubs", action="store_true", help="skip the stub-library reruns")
+    p.add_argument("--stub-cache", default="default", metavar="DIR",
+                   help="keep stubs compiled here between probes (default: ~/.cache/proton-survey/probe-stubs)")
+    p.add_argument("--no-stub-cache", action="store_true", help="compile the stubs anew every time")
     p.add_argument("--artifacts-dir", default=None, help="copy .hatchet captures here")
     p.add_argument("--only", action="append", default=[], metavar="BACKEND[:MODE]",
                    help="check only these (backend, mode) pairs")
@@ -86,6 +89,8 @@ def cmd_probe(argv, bundle):
     p.add_argument("--no-fork", action="store_true",
                    help="start a fresh interpreter for every check (no zygote)")
     p.add_argument("--output", "-o", default=None, help="write the report here instead of stdout")
+    p.add_argument("--timeline", action="store_true",
+                   help="print when each phase began and ended (seconds since the probe began) to stderr")
     args = p.parse_args(argv)
 
     work = tempfile.mkdtemp(prefix="proton-survey-src-")
@@ -108,8 +113,13 @@ def cmd_probe(argv, bundle):
             grid=grid,
             fork=not args.no_fork,
             repeats=max(1, args.repeats),
+            stub_cache=None if args.no_stub_cache else args.stub_cache,
         )
-        report = orchestrator.Probe(bundle, src, opts).run()
+        probe = orchestrator.Probe(bundle, src, opts)
+        report = probe.run()
+        if args.timeline:
+            for t, thread, event in probe.timeline:
+                sys.stderr.write("%8.3f  %-24s %s\n" % (t, thread, event))
         report["probe"]["argv"] = ["probe"] + list(argv)
     finally:
         shutil.rmtree(work, ignore_errors=True)

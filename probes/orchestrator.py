@@ -52,10 +52,14 @@ def read_results(path):
 
 
 class ZygoteClient(object):
-    """Talks to the fork server (zygote.py) that runs the clean start checks."""
+    """Talks to a fork server (zygote.py). Each zygote runs under one environment,
+    the very environment of every check forked from it: the clean one, or a stub
+    rerun's (its loader path is read when a process starts, so it cannot be
+    changed after the fork)."""
 
-    def __init__(self, probe):
+    def __init__(self, probe, label="the zygote"):
         self.probe = probe
+        self.label = label
         self.slots = {}
         self.cond = threading.Condition()
         self.wlock = threading.Lock()
@@ -63,8 +67,22 @@ class ZygoteClient(object):
         self.ready = None
         self.error = None
         self.proc = None
+        self.out = self.err = None
+        self.deadline = 0.0
+        self.timeout = 0.0
+        self.settled = False
+        self.closed = False
+        self.import_s = None
 
     def start(self, env, timeout):
+        """Spawn, then wait until it has imported triton.profiler (or failed)."""
+        return self.spawn(env, timeout) and self.wait_ready()
+
+    def spawn(self, env, timeout):
+        """Start the zygote without waiting for its import; ``wait_ready`` waits
+        (at most ``timeout`` seconds from now)."""
+        self.deadline = time.time() + timeout
+        self.timeout = timeout
         req_r, req_w = os.pipe()
         resp_r, resp_w = os.pipe()
         d = self.probe._next("zygote")
@@ -78,22 +96,38 @@ class ZygoteClient(object):
                 pass_fds=(req_r, resp_w), start_new_session=True,
             )
         except OSError as e:
-            self.error = "%s: %s" % (type(e).__name__, e)
             for fd in (req_r, req_w, resp_r, resp_w):
                 os.close(fd)
+            with self.cond:
+                self.error = "%s: %s" % (type(e).__name__, e)
+                self.ready = False
+                self.settled = True
+            self.close()
             return False
         os.close(req_r)
         os.close(resp_w)
         self.req = os.fdopen(req_w, "w", buffering=1)
         self.resp = os.fdopen(resp_r, "r")
         threading.Thread(target=self._reader, daemon=True).start()
-        with self.cond:
-            self.cond.wait_for(lambda: self.ready is not None, timeout=timeout)
-        if not self.ready:
-            self.error = self.error or "the zygote did not become ready within %ss" % timeout
-            self.close()
-            return False
         return True
+
+    def wait_ready(self):
+        """True once the zygote is ready to fork; False (for good) when it failed
+        or did not become ready before its deadline. Safe from any thread."""
+        with self.cond:
+            if not self.settled:
+                self.cond.wait_for(lambda: self.ready is not None,
+                                   timeout=max(0.0, self.deadline - time.time()))
+                if not self.ready:
+                    self.ready = False
+                    self.error = self.error or "%s did not become ready within %ss" % (self.label, self.timeout)
+                self.settled = True
+                failed = not self.ready
+            else:
+                return bool(self.ready)
+        if failed:
+            self.close()
+        return not failed
 
     def _reader(self):
         for line in self.resp:
@@ -103,8 +137,11 @@ class ZygoteClient(object):
                 continue
             with self.cond:
                 if "ready" in msg:
-                    self.ready = bool(msg["ready"])
-                    self.error = msg.get("error")
+                    if self.ready is None:
+                        self.ready = bool(msg["ready"])
+                        self.error = msg.get("error")
+                        self.import_s = msg.get("import_s")
+                        self.probe.mark("%s: ready=%s (import %ss)" % (self.label, self.ready, msg.get("import_s")))
                 else:
                     self.slots.setdefault(msg["id"], {}).update(msg)
                 self.cond.notify_all()
@@ -115,11 +152,11 @@ class ZygoteClient(object):
             self.dead = True
             self.cond.notify_all()
 
-    def run(self, args_path, d, env, timeout):
+    def run(self, args_path, d, env, timeout, kind="start"):
         with self.wlock:
             self.ids += 1
             rid = self.ids
-            self.req.write(json.dumps({"id": rid, "args": args_path, "dir": d, "env": env}) + "\n")
+            self.req.write(json.dumps({"id": rid, "kind": kind, "args": args_path, "dir": d, "env": env}) + "\n")
             self.req.flush()
         t0 = time.time()
         timed_out = False
@@ -144,7 +181,7 @@ class ZygoteClient(object):
             except OSError:
                 pass
         return {
-            "argv": ["(forked from the zygote)", "worker", "start", args_path],
+            "argv": ["(forked from %s)" % self.label, "worker", kind, args_path],
             "exit_code": slot.get("exit_code"),
             "timed_out": timed_out,
             "duration_s": round(time.time() - t0, 4),
@@ -153,11 +190,19 @@ class ZygoteClient(object):
             "forked": True,
         }
 
-    def close(self):
+    def finish(self):
+        """No more requests: the zygote exits once its children have."""
         try:
             self.req.close()
         except Exception:
             pass
+
+    def close(self):
+        with self.cond:
+            if self.closed:
+                return
+            self.closed = True
+        self.finish()
         if self.proc is not None:
             try:
                 self.proc.wait(timeout=30)
@@ -168,8 +213,9 @@ class ZygoteClient(object):
             except OSError:
                 pass
             self.proc.wait()
-        self.out.close()
-        self.err.close()
+        for f in (self.out, self.err):
+            if f is not None:
+                f.close()
 
 
 def _file_tail(path):
@@ -184,7 +230,10 @@ def _file_tail(path):
 class Options(object):
     def __init__(self, timeout=60.0, jobs=None, captures=(), capture_all=True, capture_size=1 << 22,
                  capture_iters=50, stubs=True, prebuilt_stubs=None, keep_artifacts_dir=None,
-                 grid=None, env_variants=True, capture_timeout=300.0, fork=True, repeats=3):
+                 grid=None, env_variants=True, capture_timeout=300.0, fork=True, repeats=3, stub_cache="default"):
+        # Where compiled stubs are kept between probes: "default" (stubs.default_cache_dir),
+        # a directory, or None (compile every time).
+        self.stub_cache = stub_cache
         self.repeats = max(1, int(repeats))
         self.timeout = float(timeout)
         self.capture_timeout = float(capture_timeout)
@@ -212,7 +261,16 @@ class Probe(object):
         self.seq = 0
         self.lock = threading.Lock()
         self.zygote = None
+        self.stub_zygotes = {}  # type: dict
+        self.zlock = threading.Lock()
         self.forks = 0
+        self.t_start = time.time()
+        self.timeline = []  # type: list
+
+    def mark(self, event):
+        """One point of the phase timeline (``probe --timeline``): seconds since the
+        probe began, and what happened. Kept out of the report."""
+        self.timeline.append((round(time.time() - self.t_start, 4), threading.current_thread().name, event))
 
     # ------------------------------------------------------------------ helpers
     def _next(self, prefix):
@@ -238,10 +296,26 @@ class Probe(object):
         return proc, read_results(args["result"]), d
 
     # ------------------------------------------------------------------ checks
-    def inspect(self, sections, lib_specs):
-        proc, records, _ = self.run_worker(
-            "inspect", {"sections": list(sections), "libraries": lib_specs}, self.clean_env(), self.opts.timeout
-        )
+    def inspect(self, sections, lib_specs, fork=False):
+        """The inspect worker: forked from the zygote (with ``fork``, when it is
+        ready: it already did the import the worker begins with, under the same
+        clean environment), else a fresh interpreter."""
+        args = {"sections": list(sections), "libraries": lib_specs}
+        env = self.clean_env()
+        if fork and self.zygote is not None and self.zygote.wait_ready():
+            self.mark("inspect worker: start (forked)")
+            d = self._next("inspect")
+            args["result"] = os.path.join(d, "result.jsonl")
+            args["zygote_import_s"] = self.zygote.import_s
+            args_path = os.path.join(d, "args.json")
+            with open(args_path, "w") as f:
+                json.dump(args, f)
+            proc = self.zygote.run(args_path, d, env, self.opts.timeout, kind="inspect")
+            records = read_results(args["result"])
+        else:
+            self.mark("inspect worker: start")
+            proc, records, _ = self.run_worker("inspect", args, env, self.opts.timeout)
+        self.mark("inspect worker: done")
         done = {}
         begun = []
         for r in records:
@@ -251,10 +325,8 @@ class Probe(object):
                 done[r["section"]] = r["data"]
         return proc, done, begun
 
-    def start_check(self, backend, mode, env_kind, stub=None):
-        """One ``proton.start(backend, mode)`` check, repeated when it crashed, hung
-        or raised an unrecognised error (``Options.repeats`` attempts in all):
-        such an outcome may be a property of the moment, not of the build."""
+    def check_env(self, env_kind, stub=None):
+        """The environment of a check, and what the stub plan changed in it."""
         env = self.clean_env() if env_kind == "clean" else dict(self.environ)
         overrides = {}
         if stub is not None:
@@ -264,12 +336,24 @@ class Probe(object):
                     value = value + (":" + old if old else "")
                 env[var] = value
                 overrides[var] = value
+        return env, overrides
+
+    def start_check(self, backend, mode, env_kind, stub=None):
+        """One ``proton.start(backend, mode)`` check, repeated when it crashed, hung
+        or raised an unrecognised error (``Options.repeats`` attempts in all):
+        such an outcome may be a property of the moment, not of the build."""
+        env, overrides = self.check_env(env_kind, stub)
         t0 = time.time()
-        forkable = env_kind == "clean" and stub is None
+        # Clean checks fork from the zygote with their very environment; stub reruns
+        # from one started with theirs. Inherited-environment checks never fork.
+        forkable = (None if env_kind != "clean" else "stub" if stub is not None else "clean")
+        what = "check %s:%s %s%s" % (backend, mode, env_kind, " stub" if stub is not None else "")
+        self.mark(what + ": start")
         first = self._attempt(backend, mode, env, forkable)
         attempts = [first]
         while first["cls"]["outcome"] in REPEATED and len(attempts) < self.opts.repeats:
             attempts.append(self._attempt(backend, mode, env, forkable))
+        self.mark(what + ": done (%s)" % first["cls"]["outcome"])
         proc, result, phase, cls = first["proc"], first["result"], first["phase"], first["cls"]
         outcome = cls["outcome"]
         counts = None  # type: dict | None
@@ -343,7 +427,26 @@ class Probe(object):
         )
         return {"proc": proc, "result": result, "phase": phase, "cls": cls, "record": record}
 
-    def _run_start(self, args, env, forkable=False):
+    def _zygote_for(self, forkable, env, wait=True):
+        """The zygote to fork this check from, or None for a fresh interpreter.
+        Without ``wait``, only make sure it has been spawned."""
+        if forkable is None or self.zygote is None or not self.zygote.wait_ready():
+            return None
+        if forkable == "clean":
+            return self.zygote
+        key = tuple(sorted(env.items()))
+        with self.zlock:
+            z = self.stub_zygotes.get(key)
+            if z is None:
+                z = ZygoteClient(self, "a zygote with the stub loader environment")
+                self.stub_zygotes[key] = z
+                self.mark("stub zygote: spawn")
+                z.spawn(dict(env), self.opts.timeout)
+        if not wait or not z.wait_ready():
+            return None
+        return z
+
+    def _run_start(self, args, env, forkable=None):
         d = self._next("start")
         args = dict(args)
         # The session writes into the check's own directory and nowhere else.
@@ -352,9 +455,11 @@ class Probe(object):
         args_path = os.path.join(d, "args.json")
         with open(args_path, "w") as f:
             json.dump(args, f)
-        if forkable and self.zygote is not None:
-            proc = self.zygote.run(args_path, d, env, self.opts.timeout)
-            self.forks += 1
+        zygote = self._zygote_for(forkable, env)
+        if zygote is not None:
+            proc = zygote.run(args_path, d, env, self.opts.timeout)
+            with self.lock:
+                self.forks += 1
         else:
             argv = [sys.executable, self.bundle, "worker", "start", args_path]
             proc = runner.run(argv, env, self.opts.timeout, cwd=d, counter=self.counter)
@@ -390,8 +495,17 @@ class Probe(object):
     def run(self):
         started = now()
         t0 = time.time()
+        self.mark("facts: start")
         self.facts = facts.gather(self.environ)
+        self.mark("facts: done")
+        tri = self.facts.get("triton", {})
+        if tri.get("status") == O.FOUND and self.opts.fork and hasattr(os, "fork"):
+            # First, so its import overlaps everything up to the first check.
+            self.zygote = ZygoteClient(self)
+            self.mark("zygote: spawn")
+            self.zygote.spawn(self.clean_env(), self.opts.timeout)
         platform_record = records.make("platform", **gpuinfo.detect(self.facts.get("gpu", {}), self._cuda_query))
+        self.mark("platform: done")
         report = {
             "schema_version": SCHEMA_VERSION,
             "probe": {
@@ -410,12 +524,19 @@ class Probe(object):
             "stubs": None,
             "sections": {},
         }
-        tri = self.facts.get("triton", {})
         if tri.get("status") != O.FOUND:
             report["registry"] = {"status": "absent", "profilers": None, "cli_backends": None}
             report["stubs"] = {"status": "absent", "reason": "no Triton in this environment", "libraries": []}
             report["probe"]["isolation"] = "no checks run: no Triton in this environment"
             return self._finish(report, t0)
+
+        stub_box = {}  # type: dict
+        stub_thread = None
+        if self.opts.stubs:
+            stub_thread = threading.Thread(target=self._prepare_stubs, args=(stub_box,))
+            stub_thread.start()
+        else:
+            stub_box["stubs"] = {"status": "absent", "reason": "disabled (--no-stubs)", "libraries": [], "dir": None}
 
         lib_names = []
         libproton = tri.get("libproton")
@@ -425,36 +546,22 @@ class Probe(object):
             except OSError as e:
                 report["sections"]["libproton_strings"] = {"status": "failed", "error": str(e)}
         lib_specs = [{"name": n, "override": libraries.OVERRIDES.get(n)} for n in lib_names]
+        self.mark("libproton strings: done")
 
         inherited = [v for v in self.facts["variables"] if v["controlled"]]
         grid = self.opts.grid or O.mode_grid()
         pool = ThreadPoolExecutor(max_workers=max(1, self.opts.jobs))
-        stub_box = {}  # type: dict
-        stub_thread = None
-        if self.opts.stubs:
-            stub_thread = threading.Thread(target=self._prepare_stubs, args=(stub_box,))
-            stub_thread.start()
-        else:
-            stub_box["stubs"] = {"status": "absent", "reason": "disabled (--no-stubs)", "libraries": [], "dir": None}
 
         # torch is imported (after triton.profiler, last) only where it is installed.
         self.sections = INSPECT_SECTIONS + (("torch",) if self.facts["torch"].get("status") == O.FOUND else ())
-        inspect_f = pool.submit(self.inspect, self.sections, lib_specs)
-        isolation = "a fresh interpreter per check"
-        if self.opts.fork and hasattr(os, "fork"):
-            z = ZygoteClient(self)
-            if z.start(self.clean_env(), self.opts.timeout):
-                self.zygote = z
-                isolation = ("clean checks forked from a zygote that imported triton.profiler once "
-                             "(own process, session and files each); stub and inherited-environment checks "
-                             "in fresh interpreters")
-            else:
-                isolation += " (zygote unavailable: %s)" % z.error
-        else:
-            isolation += " (fork disabled)"
-        report["probe"]["isolation"] = isolation
+        # The inspect worker runs beside the checks, not in one of their slots: it
+        # overlaps the zygote's import, which the first checks wait for.
+        inspect_pool = ThreadPoolExecutor(max_workers=1)
+        inspect_f = inspect_pool.submit(self.inspect, self.sections, lib_specs, True)
         live = {}
-        for backend, mode in grid:
+        # Backends with a stub rerun first, so their reruns start early; the report
+        # keeps the grid's order.
+        for backend, mode in sorted(grid, key=lambda pair: pair[0] not in BACKEND_STUB):
             live[pool.submit(self.start_check, backend, mode, "clean")] = ("live", backend, mode)
         if inherited and self.opts.env_variants:
             for backend, mode in grid:
@@ -478,19 +585,30 @@ class Probe(object):
                 if entry["env"] == "clean" and not entry["stub"]:
                     awaiting_stub.append(entry)
             if knob_vars is not None and awaiting_stub:
-                if stub_thread is not None:
+                if stub_thread is not None and stub_thread.is_alive():
+                    self.mark("stub reruns: waiting for the stubs")
                     stub_thread.join()
+                    self.mark("stub reruns: stubs ready")
                 self.stubs = stub_box["stubs"]
                 for entry in awaiting_stub:
                     plan = self.stub_plan(entry, knob_vars)
                     if plan is not None:
+                        # Its zygote imports while the checks queued before it run.
+                        self._zygote_for("stub", self.check_env("clean", plan)[0], wait=False)
                         fut = pool.submit(self.start_check, entry["backend"], entry["mode"], "clean", plan)
                         pending.add(fut)
                 awaiting_stub = []
+        self.mark("checks: all done")
+        inspect_pool.shutdown()
         if stub_thread is not None:
             stub_thread.join()
-        if self.zygote is not None:
-            self.zygote.close()
+        report["probe"]["isolation"] = self._isolation()
+        zygotes = [z for z in [self.zygote] + list(self.stub_zygotes.values()) if z is not None]
+        for z in zygotes:  # all told to finish first, so they wind down together
+            z.finish()
+        for z in zygotes:
+            z.close()
+        self.mark("zygotes: closed")
         self.stubs = stub_box["stubs"]
         report["stubs"] = {k: v for k, v in self.stubs.items() if k != "dir"}
 
@@ -516,6 +634,22 @@ class Probe(object):
         self._assemble_inspect(report, inspect_data, lib_specs)
         return self._finish(report, t0)
 
+    def _isolation(self):
+        isolation = "a fresh interpreter per check"
+        if self.zygote is None:
+            return isolation + " (fork disabled)"
+        if not self.zygote.wait_ready():
+            return isolation + " (zygote unavailable: %s)" % self.zygote.error
+        isolation = ("clean checks forked from a zygote that imported triton.profiler once "
+                     "(own process, session and files each)")
+        if self.stub_zygotes:
+            isolation += "; stub reruns forked likewise from a zygote started with their loader environment"
+            failed = [z.error for z in self.stub_zygotes.values() if not z.wait_ready()]
+            if failed:
+                isolation += " (where one was unavailable, in fresh interpreters: %s)" % "; ".join(failed)
+            return isolation + "; inherited-environment checks in fresh interpreters"
+        return isolation + "; stub and inherited-environment checks in fresh interpreters"
+
     def _cuda_query(self):
         """gpuinfo.cuda_query() in a child process: cuInit may hang or crash."""
         proc = runner.run([sys.executable, self.bundle, "gpuinfo"], self.clean_env(), min(60.0, self.opts.timeout),
@@ -528,13 +662,18 @@ class Probe(object):
                     "error": "the query process printed no answer (%s): %s" % (why, proc["stderr_tail"][-300:])}
 
     def _prepare_stubs(self, box):
+        self.mark("stubs: prepare")
         try:
+            cache = self.opts.stub_cache
+            if cache == "default":
+                cache = stubs.default_cache_dir(self.environ)
             box["stubs"] = stubs.prepare(
-                os.path.join(self.source_dir, "stubs"), self.opts.prebuilt_stubs, self.work, self.environ
+                os.path.join(self.source_dir, "stubs"), self.opts.prebuilt_stubs, self.work, self.environ, cache
             )
         except Exception as e:  # never lose the report to the stub build
             box["stubs"] = {"status": "failed", "reason": "%s: %s" % (type(e).__name__, e), "libraries": [],
                             "dir": None}
+        self.mark("stubs: %s (%s)" % (box["stubs"].get("status"), box["stubs"].get("how")))
 
     def _assemble_inspect(self, report, inspect_data, lib_specs):
         proc, done, begun = inspect_data
@@ -632,6 +771,7 @@ class Probe(object):
         return rows
 
     def _finish(self, report, t0):
+        self.mark("finish")
         report["probe"]["finished_at"] = now()
         report["probe"]["duration_s"] = round(time.time() - t0, 4)
         report["probe"]["interpreters_started"] = self.counter.n

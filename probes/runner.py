@@ -10,6 +10,7 @@ import os
 import signal
 import subprocess
 import tempfile
+import threading
 import time
 
 TAIL_LINES = 20
@@ -40,6 +41,18 @@ def _read_tail(f, limit=TAIL_BYTES * 4):
     size = f.tell()
     f.seek(max(0, size - limit))
     return f.read(), size
+
+
+def _feed(pipe, data):
+    try:
+        pipe.write(data)
+    except (BrokenPipeError, OSError, ValueError):
+        pass
+    finally:
+        try:
+            pipe.close()
+        except (BrokenPipeError, OSError, ValueError):
+            pass
 
 
 class Counter(object):
@@ -84,17 +97,13 @@ def run(argv, env, timeout, cwd=None, counter=None, stdin_data=None, on_timeout=
                 "spawn_error": "%s: %s" % (type(e).__name__, e),
             }
         timed_out = False
+        feeder = None
         try:
             if stdin_data is not None and proc.stdin is not None:
-                try:
-                    proc.stdin.write(stdin_data)
-                except BrokenPipeError:
-                    pass
-                finally:
-                    try:
-                        proc.stdin.close()
-                    except BrokenPipeError:
-                        pass
+                # From a thread: a child that never reads its stdin (more than a pipe
+                # holds) must not keep us from its timeout.
+                feeder = threading.Thread(target=_feed, args=(proc.stdin, stdin_data), daemon=True)
+                feeder.start()
             proc.wait(timeout=timeout)
         except subprocess.TimeoutExpired:
             timed_out = True
@@ -108,6 +117,8 @@ def run(argv, env, timeout, cwd=None, counter=None, stdin_data=None, on_timeout=
         finally:
             # Reap anything the child left in its group.
             _kill_group(proc.pid)
+            if feeder is not None:
+                feeder.join(5)  # the group is gone: the write fails at once
         duration = time.time() - t0
         out, out_size = _read_tail(fout)
         err, err_size = _read_tail(ferr)

@@ -85,13 +85,18 @@ def _section_triton(args, state):
 
     state["triton"] = triton
     state["libproton"] = libproton
-    return {
+    out = {
         "status": "found",
         "version": getattr(triton, "__version__", None),
         "file": getattr(triton, "__file__", None),
         "import_s": round(import_s, 4),
         "libproton": getattr(libproton, "__file__", None) or _libproton_path(triton),
     }
+    if args.get("zygote_import_s") is not None:
+        # Forked from the zygote, which did this import (same environment) before the fork.
+        out["import_s"] = args["zygote_import_s"]
+        out["imported_in"] = "the zygote this worker was forked from"
+    return out
 
 
 def _libproton_path(triton):

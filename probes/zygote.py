@@ -1,4 +1,4 @@
-"""A fork server for the clean ``proton.start`` checks.
+"""A fork server for the ``proton.start`` checks (and the inspect worker).
 
 Importing ``triton.profiler`` is most of what a check costs, and every clean
 check would do the same import under the same environment. The zygote does it
@@ -8,9 +8,11 @@ timeout - it just does not pay for the import again.
 
 It only forks while it is single-threaded (a library that started threads at
 import makes fork unsafe); otherwise it says so and the orchestrator falls back
-to one fresh interpreter per check. Checks that need a different loader
-environment (stub libraries on LD_LIBRARY_PATH, an inherited LD_PRELOAD) are
-never forked.
+to one fresh interpreter per check. A child never runs under an environment
+its zygote was not started with: the loader reads LD_LIBRARY_PATH (and
+LD_PRELOAD) when a process starts, not after a fork. So the stub reruns fork
+from zygotes of their own, each started with the rerun's whole environment, and
+inherited-environment checks (an inherited LD_PRELOAD) are never forked.
 """
 
 import json
@@ -19,6 +21,10 @@ import select
 import sys
 import threading
 import time
+
+# What a fresh ``worker`` interpreter has imported before Triton (the worker
+# itself, standard library only), imported here so no child compiles it again.
+from . import worker  # noqa: F401
 
 
 def _threads():
@@ -116,7 +122,10 @@ def _fork_check(req, req_fd, resp_fd):
         with open(req["args"]) as f:
             args = json.load(f)
         res = worker.Results(args["result"])
-        worker.start(args, res)
+        if req.get("kind") == "inspect":
+            worker.inspect(args, res)
+        else:
+            worker.start(args, res)
         res.emit({"done": True})
     except SystemExit as e:
         code = e.code if isinstance(e.code, int) else 1
@@ -153,4 +162,12 @@ def _exit_like_a_process(code):
 
 
 def main(argv):
-    return serve(int(argv[0]), int(argv[1]))
+    rc = serve(int(argv[0]), int(argv[1]))
+    # Every check has been reaped and reported: nothing of the zygote's own
+    # teardown (Triton's atexit handlers, module finalisation) is measured, so
+    # it leaves without it.
+    try:
+        sys.stdout.flush()
+        sys.stderr.flush()
+    finally:
+        os._exit(rc)

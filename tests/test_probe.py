@@ -241,7 +241,11 @@ def test_380_registry_library_first_and_stub_mode_answer(report_380) -> None:
     libs = {lib["name"]: lib for lib in r["libraries"]}
     assert libs["librocprofiler-sdk.so"]["loads"] is False
     assert libs["libcupti.so"]["loads"] is True and libs["libcupti.so"]["via"] == "TRITON_CUPTI_LIB_PATH"
-    assert r["probe"]["forked_checks"] == 14
+    # the 14 clean checks fork from the zygote, the 5 stub reruns from zygotes started
+    # with their own loader environment (one per environment: here two)
+    assert r["probe"]["forked_checks"] == 14 + 5
+    assert all("stub loader environment" in m["argv"][0] for m in r["modes"] if m["stub"])
+    assert r["probe"]["interpreters_started"] == 3
 
 
 @pytest.mark.integration
