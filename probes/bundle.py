@@ -20,6 +20,15 @@ import zipfile
 
 MAIN = (
     "import sys\n"
+    "# The probe's own children (a check's worker, a zygote) go straight to their\n"
+    "# module: the same modules are loaded before Triton whether forked or fresh,\n"
+    "# and neither pays for the CLI's imports.\n"
+    "if sys.argv[1:2] == ['worker']:\n"
+    "    from probes import worker\n"
+    "    sys.exit(worker.main(sys.argv[2:]))\n"
+    "if sys.argv[1:2] == ['zygote']:\n"
+    "    from probes import zygote\n"
+    "    sys.exit(zygote.main(sys.argv[2:]))\n"
     "from probes import cli\n"
     "sys.exit(cli.main(sys.argv[1:], bundle=sys.argv[0]))\n"
 )
