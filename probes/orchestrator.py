@@ -30,6 +30,7 @@ BACKEND_STUB = {
     "roctracer": ("libroctracer64.so", "TRITON_ROCTRACER_LIB_PATH"),
     "rocprofiler": ("librocprofiler-sdk.so", "TRITON_ROCPROFILER_SDK_LIB_PATH"),
 }
+STUB_ZYGOTE_LABEL = "a zygote with the stub loader environment"
 
 
 def now():
@@ -73,6 +74,7 @@ class ZygoteClient(object):
         self.settled = False
         self.closed = False
         self.import_s = None
+        self.reader = None  # type: threading.Thread | None
 
     def start(self, env, timeout):
         """Spawn, then wait until it has imported triton.profiler (or failed)."""
@@ -108,7 +110,8 @@ class ZygoteClient(object):
         os.close(resp_w)
         self.req = os.fdopen(req_w, "w", buffering=1)
         self.resp = os.fdopen(resp_r, "r")
-        threading.Thread(target=self._reader, daemon=True).start()
+        self.reader = threading.Thread(target=self._reader, daemon=True)
+        self.reader.start()
         return True
 
     def wait_ready(self):
@@ -213,9 +216,23 @@ class ZygoteClient(object):
             except OSError:
                 pass
             self.proc.wait()
+        if self.reader is not None:
+            self.reader.join(timeout=10)
+            if not self.reader.is_alive():
+                self.resp.close()
         for f in (self.out, self.err):
             if f is not None:
                 f.close()
+
+    def discard(self):
+        """A zygote no check was forked from: killed (with anything of its session)
+        rather than waited for, then closed."""
+        if self.proc is not None:
+            try:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+            except OSError:
+                pass
+        self.close()
 
 
 def _file_tail(path):
@@ -262,6 +279,7 @@ class Probe(object):
         self.lock = threading.Lock()
         self.zygote = None
         self.stub_zygotes = {}  # type: dict
+        self.spec_zygotes = {}  # type: dict  # started early, not (yet) used by a rerun
         self.zlock = threading.Lock()
         self.forks = 0
         self.t_start = time.time()
@@ -438,10 +456,15 @@ class Probe(object):
         with self.zlock:
             z = self.stub_zygotes.get(key)
             if z is None:
-                z = ZygoteClient(self, "a zygote with the stub loader environment")
-                self.stub_zygotes[key] = z
-                self.mark("stub zygote: spawn")
-                z.spawn(dict(env), self.opts.timeout)
+                z = self.spec_zygotes.pop(key, None)
+                if z is not None:
+                    self.stub_zygotes[key] = z
+                    self.mark("stub zygote: speculative one used")
+                else:
+                    z = ZygoteClient(self, STUB_ZYGOTE_LABEL)
+                    self.stub_zygotes[key] = z
+                    self.mark("stub zygote: spawn")
+                    z.spawn(dict(env), self.opts.timeout)
         if not wait or not z.wait_ready():
             return None
         return z
@@ -469,27 +492,93 @@ class Probe(object):
         """The stub rerun for a live check that failed on a stubbable library."""
         if entry["outcome"] != O.LIBRARY_MISSING or entry["library"] not in STUBBABLE:
             return None
-        sdir = self.stubs.get("dir")
+        plan = self._stub_env(entry["backend"], self.stubs, knob_vars)
+        if plan is None:
+            return None
+        plan["library"] = entry["library"]
+        return plan
+
+    def _stub_env(self, backend, stubs_section, knob_vars):
+        """What a stub rerun of ``backend`` changes in the clean environment (and
+        how each library is reached), given the stubs and the knobs the release
+        reads; None without stubs. The speculative zygotes use it too, so theirs
+        is the very environment a rerun would get."""
+        sdir = stubs_section.get("dir")
         if not sdir:
             return None
         env = {}
-        backend_lib, knob = BACKEND_STUB.get(entry["backend"], (None, None))
+        backend_lib, knob = BACKEND_STUB.get(backend, (None, None))
         ld_dirs = []
         how = {}
         if backend_lib and knob and knob in knob_vars:
-            override_dir = os.path.join(sdir, "override-" + entry["backend"])
+            override_dir = os.path.join(sdir, "override-" + backend)
             if not os.path.isdir(override_dir):
-                os.makedirs(override_dir, exist_ok=True)
-                shutil.copy2(os.path.join(sdir, backend_lib), os.path.join(override_dir, backend_lib))
+                # Built aside and renamed into place, whole: a thread that finds
+                # the directory finds the library in it.
+                tmp = tempfile.mkdtemp(prefix=".override-", dir=sdir)
+                shutil.copy2(os.path.join(sdir, backend_lib), os.path.join(tmp, backend_lib))
+                try:
+                    os.rename(tmp, override_dir)
+                except OSError:
+                    shutil.rmtree(tmp, ignore_errors=True)
             env[knob] = override_dir
             how[backend_lib] = knob
         # Everything else (HIP, and the backend library on releases without a knob)
         # is found through the loader path.
         ld_dirs.append(sdir)
         env["LD_LIBRARY_PATH"] = ":".join(ld_dirs)
-        for lib in self.stubs.get("libraries", []):
+        for lib in stubs_section.get("libraries", []):
             how.setdefault(lib, "LD_LIBRARY_PATH")
-        return {"env": env, "library": entry["library"], "how": how}
+        return {"env": env, "how": how}
+
+    def _speculate(self, stubs_section):
+        """Start the stub zygotes before the checks say which reruns there will be.
+
+        Which backends will need a rerun, and which knobs the release reads (the
+        inspect worker says, later), are guessed here - from the ROCm fact and the
+        text of triton/knobs.py - but only to choose what to start early: each
+        zygote's environment is computed exactly as a rerun's (``_stub_env``), and
+        a rerun uses one only when its own environment, computed from the real
+        outcomes and knobs, is the same (``_zygote_for``). The others are killed
+        unused (``discard_speculative``)."""
+        if self.zygote is None or not stubs_section.get("dir"):
+            return
+        if self.facts.get("rocm", {}).get("status") == O.FOUND:
+            return  # ROCm libraries may well load: reruns are unlikely
+        grid = self.opts.grid or O.mode_grid()
+        backends = [b for b in BACKEND_STUB if any(g[0] == b for g in grid)]
+        if not backends:
+            return
+        text = ""
+        pkg = self.facts.get("triton", {}).get("package_dir")
+        if pkg:
+            try:
+                with open(os.path.join(pkg, "knobs.py"), "rb") as f:
+                    text = f.read(1 << 20).decode("utf-8", "replace")
+            except OSError:
+                pass
+        guessed = {knob for _, knob in BACKEND_STUB.values() if knob in text}
+        for backend in backends:
+            plan = self._stub_env(backend, stubs_section, guessed)
+            if plan is None:
+                continue
+            env = self.check_env("clean", plan)[0]
+            key = tuple(sorted(env.items()))
+            with self.zlock:
+                if key in self.stub_zygotes or key in self.spec_zygotes:
+                    continue
+                z = ZygoteClient(self, STUB_ZYGOTE_LABEL)
+                self.spec_zygotes[key] = z
+                self.mark("stub zygote: spawn (speculative, %s)" % backend)
+                z.spawn(dict(env), self.opts.timeout)
+
+    def discard_speculative(self):
+        with self.zlock:
+            unused = list(self.spec_zygotes.values())
+            self.spec_zygotes.clear()
+        for z in unused:
+            self.mark("stub zygote: discarded unused")
+            z.discard()
 
     # ------------------------------------------------------------------ main
     def run(self):
@@ -602,6 +691,7 @@ class Probe(object):
         inspect_pool.shutdown()
         if stub_thread is not None:
             stub_thread.join()
+        self.discard_speculative()
         report["probe"]["isolation"] = self._isolation()
         zygotes = [z for z in [self.zygote] + list(self.stub_zygotes.values()) if z is not None]
         for z in zygotes:  # all told to finish first, so they wind down together
@@ -674,6 +764,10 @@ class Probe(object):
             box["stubs"] = {"status": "failed", "reason": "%s: %s" % (type(e).__name__, e), "libraries": [],
                             "dir": None}
         self.mark("stubs: %s (%s)" % (box["stubs"].get("status"), box["stubs"].get("how")))
+        try:
+            self._speculate(box["stubs"])
+        except Exception as e:  # only ever a head start: the reruns start their own
+            self.mark("stub zygotes: no speculation (%s: %s)" % (type(e).__name__, e))
 
     def _assemble_inspect(self, report, inspect_data, lib_specs):
         proc, done, begun = inspect_data

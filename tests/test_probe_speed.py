@@ -170,3 +170,57 @@ def test_stub_reruns_fork_from_a_zygote_of_their_own_environment() -> None:
     assert not any(m["argv"][0].startswith("(forked") for m in fresh["modes"])
     assert forked["registry"]["triton_import"]["imported_in"] == "the zygote this worker was forked from"
     assert forked["libraries"] == fresh["libraries"]
+
+
+def _processes_running(needle: str) -> list[str]:
+    found = []
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit():
+            continue
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                cmd = f.read().replace(b"\0", b" ").decode("utf-8", "replace")
+        except OSError:
+            continue
+        if needle in cmd:
+            found.append(f"{pid}: {cmd}")
+    return found
+
+
+@needs_cc
+def test_a_wrongly_guessed_stub_zygote_is_discarded_and_decides_nothing(tmp_path: Path) -> None:
+    """The stub zygotes start before the checks and the knobs are known, on a guess
+    (here a wrong one: knobs.py names TRITON_ROCTRACER_LIB_PATH, but this Triton
+    has no such knob). A rerun forks only from a zygote of exactly its own
+    environment; the wrongly guessed one is killed unused, leaving no process, and
+    the reruns answer as in fresh interpreters."""
+    root = fake_triton(tmp_path / "t", {"roctracer": "missing"})
+    prof = root / "triton" / "profiler" / "__init__.py"
+    prof.write_text(prof.read_text().replace(
+        '    raise RuntimeError("Unknown profiler: "',
+        '    if what == "missing":\n        raise RuntimeError("Could not load `libroctracer64.so`")\n'
+        '    raise RuntimeError("Unknown profiler: "'))
+    (root / "triton" / "knobs.py").write_text("# TRITON_ROCTRACER_LIB_PATH: not read by this release\n")
+    env = dict(os.environ, PYTHONPATH=str(root), HOME=str(tmp_path))
+    zp = tmp_path / "probe.zip"
+    bundle.write(str(zp))
+    base = [sys.executable, str(zp), "probe", "--only", "roctracer", "--only", "rocprofiler", "--no-auto-capture",
+            "--timeout", "30"]
+    forked = subprocess.run(base + ["--timeline"], capture_output=True, text=True, env=env, timeout=120)
+    assert forked.returncode == 0, forked.stderr
+    fresh = subprocess.run(base + ["--no-fork"], capture_output=True, text=True, env=env, timeout=120)
+    assert fresh.returncode == 0, fresh.stderr
+    assert _processes_running(str(zp)) == []
+    rep, rep_fresh = json.loads(forked.stdout), json.loads(fresh.stdout)
+    if rep["environment"]["rocm"]["status"] == "found":
+        pytest.skip("ROCm is installed here: no stub zygote is started on a guess")
+
+    def stub_runs(r: dict) -> dict:
+        return {(m["backend"], m["mode"]): (m["outcome"], m["message"], sorted(m["overrides"]))
+                for m in r["modes"] if m["stub"]}
+
+    assert len(stub_runs(rep)) == 1 and stub_runs(rep) == stub_runs(rep_fresh)
+    assert all(sorted(m["overrides"]) == ["LD_LIBRARY_PATH"] for m in rep["modes"] if m["stub"])
+    assert all(m["argv"][0].startswith("(forked from") for m in rep["modes"] if m["stub"])
+    assert "speculative one used" in forked.stderr and "discarded unused" in forked.stderr
+    assert rep["probe"]["interpreters_started"] == 3  # the zygote, the one used, the one discarded
