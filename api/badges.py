@@ -16,7 +16,7 @@ from __future__ import annotations
 from html import escape
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Header, Query, Request
+from fastapi import APIRouter, Query, Request
 from starlette.responses import Response
 
 from api import cache as cache_mod
@@ -72,8 +72,7 @@ async def badge(
     rest: str,
     platform: Annotated[str, Query(description="only this platform's evidence (a key)",
                                    json_schema_extra={"maxLength": 300})] = "",
-    if_none_match: Annotated[str | None, Header(description="an ETag of an earlier answer: 304 if unchanged")]
-    = None,
+    if_none_match: cache_mod.IfNoneMatch = None,
 ) -> Response:
     path, dot, fmt = rest.rpartition(".")
     parts = path.split("/")

@@ -20,8 +20,9 @@ import threading
 from collections import OrderedDict
 from collections.abc import Callable, Hashable
 from dataclasses import dataclass
-from typing import Any
+from typing import Annotated, Any
 
+from fastapi import Header
 from sqlalchemy import text
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
@@ -31,6 +32,7 @@ from db.store import Store
 from survey.ingest import MATRIX_VERSION
 
 NO_VERSION = "0"  # a store nothing was ever ingested into
+IfNoneMatch = Annotated[str | None, Header(description="an ETag of an earlier answer: 304 if unchanged")]
 SLOT = "survey.replay"  # filled by answer(): api.replay may repeat the answer while the version stands
 
 

@@ -19,7 +19,7 @@ from __future__ import annotations
 from dataclasses import asdict
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Header, Query, Request
+from fastapi import APIRouter, Query, Request
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 from starlette.responses import Response
@@ -89,10 +89,8 @@ async def candidates_view(
     request: Request,
     fmt: str,
     size: pages.Size = pages.DEFAULT_SIZE,
-    start: Annotated[int, Query(alias="_next", ge=0, description="where the page starts (an offset): the `next` "
-                                                                  "of the previous page")] = 0,
-    if_none_match: Annotated[str | None, Header(description="an ETag of an earlier answer: 304 if unchanged")]
-    = None,
+    start: pages.Offset = 0,
+    if_none_match: cache_mod.IfNoneMatch = None,
 ) -> Response:
     if fmt == "md":  # a Markdown table shows at most clip.ROWS rows: pages no larger, so next_url skips none
         size = min(size, clip.ROWS)

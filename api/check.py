@@ -19,7 +19,7 @@ import datetime as dt
 import shlex
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Header, Query, Request
+from fastapi import APIRouter, Query, Request
 
 from api import cache as cache_mod
 from api import formats
@@ -86,8 +86,7 @@ async def check_view(
     platform: Annotated[str, Query(description="the platform whose evidence answers (a key, or a part of one: "
                                                "sm_90, gfx942); needed when there are several",
                                    json_schema_extra={"maxLength": 300})] = "",
-    if_none_match: Annotated[str | None, Header(description="an ETag of an earlier answer: 304 if unchanged")]
-    = None,
+    if_none_match: cache_mod.IfNoneMatch = None,
 ) -> Any:
     form = {"target": target, "backend": backend, "mode": mode}
     ctx: dict[str, Any] = {"title": "Check", "form": form, "result": None, "modes": MODE_LABELS, "names": []}

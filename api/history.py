@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Header, Query, Request
+from fastapi import APIRouter, Query, Request
 
 from api import cache as cache_mod
 from api import formats, pages
@@ -67,10 +67,8 @@ async def history_view(
     platform: Annotated[str, Query(description="only runs on this platform, by key (empty: every platform)",
                                    json_schema_extra={"maxLength": 300})] = "",
     size: pages.Size = pages.DEFAULT_SIZE,
-    start: Annotated[int, Query(alias="_next", ge=0, description="where the page starts (an offset): the `next` "
-                                                                  "of the previous page")] = 0,
-    if_none_match: Annotated[str | None, Header(description="an ETag of an earlier answer: 304 if unchanged")]
-    = None,
+    start: pages.Offset = 0,
+    if_none_match: cache_mod.IfNoneMatch = None,
 ) -> Any:
     store = request.app.state.store
     version = await cache_mod.version(request)

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Header, Query, Request
+from fastapi import APIRouter, Query, Request
 from sqlalchemy.orm import Session
 from starlette.responses import Response
 
@@ -262,10 +262,8 @@ async def matrix_view(
                                description=f"(candidate, platform) rows of the grid per page, each with all its "
                                            f"backend x mode rows (default {pages.DEFAULT_SIZE}, at most "
                                            f"{pages.MAX_SIZE})")] = pages.DEFAULT_SIZE,
-    start: Annotated[int, Query(alias="_next", ge=0, description="where the page starts (an offset): the `next` "
-                                                                  "of the previous page")] = 0,
-    if_none_match: Annotated[str | None, Header(description="an ETag of an earlier answer: 304 if unchanged")]
-    = None,
+    start: pages.Offset = 0,
+    if_none_match: cache_mod.IfNoneMatch = None,
 ) -> Response:
     state = request.app.state
     if fmt == "md":

@@ -24,7 +24,7 @@ from typing import Any
 
 from db.store import Store
 from survey import exitcodes
-from survey.errors import SurveyError
+from survey.errors import SurveyError, UsageProblem
 
 UNAVAILABLE = exitcodes.ENGINE_UNAVAILABLE  # 69, EX_UNAVAILABLE: something this needs is not available here
 
@@ -37,17 +37,13 @@ class AddressUnavailable(SurveyError):
     exit_code = UNAVAILABLE
 
 
-class NotShareable(SurveyError):
-    exit_code = exitcodes.USAGE
-
-
 WORKER_STORE_ENV = "SURVEY_SERVE_WORKER_STORE"  # the store's URL, handed from the parent to its workers
 MAX_WORKERS = 64
 
 
 def check_workers(workers: int) -> None:
     if not 1 <= workers <= MAX_WORKERS:
-        raise BadAddress(f"--workers {workers}: between 1 and {MAX_WORKERS}")
+        raise UsageProblem(f"--workers {workers}: between 1 and {MAX_WORKERS}")
 
 
 def in_memory(store: Store) -> bool:
@@ -108,7 +104,7 @@ def serve(open_store: Callable[[], Store], host: str, port: int, workers: int = 
             uvicorn.Server(config).run(sockets=[sock])
             return
         if in_memory(store):
-            raise NotShareable(f"--workers {workers}: an in-memory store cannot be shared between processes; "
+            raise UsageProblem(f"--workers {workers}: an in-memory store cannot be shared between processes; "
                                "give --db a file or a PostgreSQL URL")
         os.environ[WORKER_STORE_ENV] = store.url
         from uvicorn.supervisors import Multiprocess

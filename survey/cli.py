@@ -654,8 +654,7 @@ def serve(
     """Serve the matrix and the evidence over HTTP (FastAPI, uvicorn)."""
     from api import serve as serving
 
-    serving.check_port(port)  # exit 64; a port in use: exit 69 (api.serve)
-    serving.check_workers(workers)  # exit 64
+    serving.check_port(port)  # exit 64; a port in use: exit 69 (api.serve); --workers outside 1-64: 64
     serving.serve(lambda: open_store(db), host, port, workers)
 
 
