@@ -17,6 +17,7 @@ EXIT_OK = 0
 EXIT_INTERNAL = 1
 EXIT_NO_TRITON = 3
 EXIT_OLD_PYTHON = 4
+EXIT_USAGE = 64  # EX_USAGE, as the survey command (2 means: this environment cannot run it)
 
 BOOTSTRAP = (
     "import sys\n"
@@ -36,6 +37,15 @@ BOOTSTRAP = (
     "    shutil.rmtree(d, True)\n"
     "sys.exit(rc)\n"
 )
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse with a usage error of 64 (EX_USAGE): its own 2 would read as "this
+    environment cannot run it", which is what 2 means to proton-survey."""
+
+    def error(self, message):
+        sys.stderr.write("%s: error: %s (see %s --help)\n" % (self.prog, message, self.prog))
+        sys.exit(EXIT_USAGE)
 
 
 def parse_capture(text):
@@ -66,7 +76,7 @@ def source_dir_for(bundle, work):
 def cmd_probe(argv, bundle):
     from . import orchestrator
 
-    p = argparse.ArgumentParser(prog="probe", description="Measure what Proton can do in this Python environment.")
+    p = Parser(prog="probe", description="Measure what Proton can do in this Python environment.")
     p.add_argument("--timeout", type=float, default=60.0, help="seconds for each check (default 60)")
     p.add_argument("--capture-timeout", type=float, default=300.0, help="seconds for each GELU capture")
     p.add_argument("--jobs", type=int, default=None, help="checks run at once (default: the cores available)")
@@ -142,7 +152,7 @@ def main(argv=None, bundle=None):
     argv = sys.argv[1:] if argv is None else list(argv)
     if not argv:
         sys.stderr.write(__doc__)
-        return 64
+        return EXIT_USAGE
     cmd, rest = argv[0], argv[1:]
     if cmd == "probe":
         return cmd_probe(rest, bundle)
@@ -172,4 +182,4 @@ def main(argv=None, bundle=None):
             return e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
         return 0
     sys.stderr.write("unknown command %r\n%s" % (cmd, __doc__))
-    return 64
+    return EXIT_USAGE

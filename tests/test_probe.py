@@ -90,6 +90,17 @@ def test_inherited_proton_variables_are_controlled_and_measured(tmp_path: Path) 
     assert envs == {"clean", "inherited"}
 
 
+@pytest.mark.parametrize("args", [["probe", "--stub-cahce", "x"], ["probe", "--jobs", "many"]])
+def test_a_mistyped_probe_command_line_is_a_usage_error_not_2(args: list[str]) -> None:
+    # 2 means "this environment cannot run it" in this project; argparse's own 2 would read as that.
+    out = probe_run.run_bundle([sys.executable], args, 60,
+                               env={k: v for k, v in os.environ.items() if k != "PYTHONPATH"})
+    assert out.exit_code == exitcodes.USAGE, (out.exit_code, out.stderr)
+    lines = [ln for ln in out.stderr.splitlines() if ln.strip()]
+    assert lines and "error:" in lines[-1] and args[1] in out.stderr, out.stderr
+    assert "Traceback" not in out.stderr
+
+
 def test_python_without_triton_gives_a_report_and_its_own_exit_code(tmp_path: Path) -> None:
     out = probe_run.run_bundle([sys.executable], ["probe", "--timeout", "5"], 60,
                                env={k: v for k, v in os.environ.items() if k != "PYTHONPATH"})
