@@ -24,8 +24,8 @@ from api.cache import Entry
 from api.errors import ApiError
 from api.matrix import MODE_LABELS, one_of
 from probes import outcomes as O
-from survey import matrix as survey_matrix
-from survey import queries
+from survey.evidence import queries
+from survey.verdicts import matrix as survey_matrix
 
 COLORS = {"accepted": "#2e7d32", "refused": "#c62828", "absent": "#6d6d6d", "unknown": "#b58900",
           "unstable": "#ef6c00", "mixed": "#6a1b9a", "not measured": "#9e9e9e"}

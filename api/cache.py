@@ -1,5 +1,5 @@
 """What changes only when evidence arrives is computed once per matrix version
-and kept until ``survey.ingest`` bumps the ``matrix_version`` meta row (it does
+and kept until ``survey.evidence.ingest`` bumps the ``matrix_version`` meta row (it does
 so in the same transaction as every new run): the matrix per (format, filters),
 the candidate list per (format, page), the ``/check`` answers, the stored
 candidate names (to check filters against) and the OpenAPI document.
@@ -29,7 +29,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from db.store import Store
-from survey.ingest import MATRIX_VERSION
+from survey.evidence.ingest import MATRIX_VERSION
 
 NO_VERSION = "0"  # a store nothing was ever ingested into
 IfNoneMatch = Annotated[str | None, Header(description="an ETag of an earlier answer: 304 if unchanged")]

@@ -33,9 +33,10 @@ from api.render import q
 from api.runs import MAX_ID, run_summary
 from api.schemas import ERRORS, CandidateResponse, CandidatesResponse
 from db import models as m
-from survey import errortext, queries
-from survey import verdicts as survey_verdicts
-from survey.errors import UnknownTarget
+from survey.core import errortext
+from survey.core.errors import UnknownTarget
+from survey.evidence import queries
+from survey.verdicts import modes as survey_verdicts
 
 LIST_COLUMNS = ["name", "label", "kind", "scope", "platform", "status", "runs", "latest_run", "latest_date",
                 "triton_version", "last_attempt", "last_attempt_date", "tries", "last_error"]

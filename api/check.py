@@ -29,9 +29,11 @@ from api.formats import Resource
 from api.matrix import MODE_LABELS, backend_and_mode, stored_names
 from api.schemas import ERRORS, CheckResponse
 from probes import outcomes as O
-from survey import check as survey_check
-from survey import exitcodes, queries, targets
-from survey.check import CheckResult
+from survey.core import exitcodes
+from survey.environments import targets
+from survey.evidence import queries
+from survey.flows import check as survey_check
+from survey.flows.check import CheckResult
 
 COLUMNS = ["target", "backend", "mode", "exit_code", "verdict", "cause", "reason", "fix", "details", "candidate",
            "platform", "run_id", "live_outcome", "evidence_date", "evidence_age"]
@@ -43,7 +45,7 @@ def _command(target: str, backend: str, mode: str | None) -> str:
 
 
 def answer(s: Any, target: str, backend: str, mode: str | None, platform: str | None = None) -> dict[str, Any]:
-    """From stored evidence only, through the CLI's own resolver (survey.targets)."""
+    """From stored evidence only, through the CLI's own resolver (survey.environments.targets)."""
     name = targets.stored_candidate(s, target)
     if name is not None:
         return survey_check.check_stored(s, name, target, backend, mode, platform).as_dict()

@@ -12,9 +12,9 @@ from api.errors import ApiError
 from api.formats import Resource
 from api.runs import MAX_ID
 from api.schemas import ERRORS, DiffResponse
-from survey import diff as survey_diff
-from survey import queries
-from survey.errors import UnknownTarget
+from survey.core.errors import UnknownTarget
+from survey.evidence import queries
+from survey.verdicts import diff as survey_diff
 
 SECTIONS = ("environment", "modes", "libraries", "captures")
 COLUMNS = ["section", "key", "a", "b"]

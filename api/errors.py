@@ -18,7 +18,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.responses import Response
 
 from api import formats, render
-from survey.errors import InputError, InvalidReport, SurveyError, UnknownTarget
+from survey.core.errors import InputError, InvalidReport, SurveyError, UnknownTarget
 
 log = logging.getLogger("api")
 

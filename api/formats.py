@@ -2,7 +2,7 @@
 
 The bare path is the HTML page; the same path with ``.json``, ``.csv`` or ``.md``
 is that format. A view computes a :class:`Resource` once; :func:`respond` turns
-it into the format asked for. CSV and Markdown go through ``survey.table.render``
+it into the format asked for. CSV and Markdown go through ``survey.render.table.render``
 (pandas), the same code the CLI prints with: CSV cells that a spreadsheet would
 read as a formula are neutralised and Markdown cells carry no HTML. Markdown
 tables are cut to :data:`api.clip.ROWS` rows of :data:`api.clip.CELL`-character
@@ -23,7 +23,7 @@ from starlette.responses import Response
 
 from api import clip, render
 from api.middleware import HTML_HEADERS
-from survey import table as table_mod
+from survey.render import table as table_mod
 
 HTML = "html"
 SUFFIXES = ("json", "csv", "md")

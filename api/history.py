@@ -1,7 +1,7 @@
 """``/history?candidate=&backend=&mode=&platform=``: one matrix cell over time.
 
 What every run of the candidate said of (backend, mode), newest first, with
-``changed`` where the answer moved (:mod:`survey.history`); each cell of the
+``changed`` where the answer moved (:mod:`survey.verdicts.history`); each cell of the
 matrix page links here. Paginated like the other lists (:mod:`api.pages`);
 cached per matrix version, like the matrix. ``candidate`` and ``backend`` are
 required (the bare HTML path without them is the empty form, whose fields are
@@ -24,8 +24,9 @@ from api.formats import Resource
 from api.matrix import MODE_LABELS, backend_and_mode, stored_names
 from api.schemas import ERRORS, HistoryResponse
 from probes import outcomes as O
-from survey import history, queries
-from survey.errors import UnknownTarget
+from survey.core.errors import UnknownTarget
+from survey.evidence import queries
+from survey.verdicts import history
 
 
 def rows_for(store: Any, candidate: str, backend: str, mode: str | None, platform: str) -> dict[str, Any]:

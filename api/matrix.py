@@ -1,4 +1,4 @@
-"""``/matrix``: every (candidate, platform) x backend x mode, from ``survey.matrix.matrix``.
+"""``/matrix``: every (candidate, platform) x backend x mode, from ``survey.verdicts.matrix.matrix``.
 
 ``/matrix.md`` is the docs table, byte for byte what ``survey table`` prints (it
 takes no filters). Bodies are cached per (format, filters) until the matrix
@@ -33,9 +33,10 @@ from api.errors import ApiError
 from api.schemas import ERRORS, MatrixResponse
 from db.store import Store
 from probes import outcomes as O
-from survey import docs_table, queries
-from survey import matrix as survey_matrix
-from survey import verdicts as survey_verdicts
+from survey.evidence import queries
+from survey.render import docs_table
+from survey.verdicts import matrix as survey_matrix
+from survey.verdicts import modes as survey_verdicts
 
 COLUMNS = [
     "candidate", "label", "kind", "scope", "platform", "platform_label", "status", "triton_version", "environment",
@@ -44,7 +45,7 @@ COLUMNS = [
     "capture_gpu_time_ns", "run_id", "date", "image_digest", "evidence", "last_attempt", "error", "tries",
 ]
 MODE_LABELS = queries.MODE_LABELS
-VERDICTS = ("accepted", "refused", "absent", "unknown")  # survey.verdicts.mode_verdict
+VERDICTS = ("accepted", "refused", "absent", "unknown")  # survey.verdicts.modes.mode_verdict
 FILTER_NAMES = ("backend", "mode", "candidate", "outcome", "verdict", "platform")
 TEXT = 1000  # characters of one evidence text in a matrix or list row
 SHOWN_NAMES = 50  # stored names listed in an error

@@ -9,7 +9,7 @@ from starlette.responses import RedirectResponse, Response
 from api import formats
 from api.errors import ApiError
 from api.schemas import Health
-from survey.report import json_schema
+from survey.evidence.report import json_schema
 
 
 def root() -> RedirectResponse:

@@ -1,12 +1,12 @@
 """What a name given to the service may hold (``POST /runs?candidate=&label=``):
-the one rule of :mod:`survey.names`, whose :data:`PATTERN` the OpenAPI document
+the one rule of :mod:`survey.core.names`, whose :data:`PATTERN` the OpenAPI document
 publishes. :func:`check` answers 422 naming the field and the first offending
 character."""
 
 from __future__ import annotations
 
 from api.errors import ApiError
-from survey.names import PATTERN, RULE, problem
+from survey.core.names import PATTERN, RULE, problem
 
 __all__ = ["PATTERN", "RULE", "check"]
 

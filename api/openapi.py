@@ -3,7 +3,7 @@
 FastAPI builds it from the routes once. Two things are added here:
 
 - the request body of ``POST /runs`` is the probe report's own JSON Schema
-  (``survey.report.json_schema``, its ``$defs`` moved to
+  (``survey.evidence.report.json_schema``, its ``$defs`` moved to
   ``components/schemas/ProbeReport_*``, integers bounded as uploads
   are: ``api.upload.check_types``), so a client can validate before uploading,
   and its answers link to the stored run, report and candidate;
@@ -22,7 +22,7 @@ from fastapi import FastAPI
 from fastapi.openapi.utils import get_openapi
 
 from api.upload import INT_MAX, INT_MIN
-from survey.report import json_schema
+from survey.evidence.report import json_schema
 
 MAX_ENUM = 1000
 PREFIX = "ProbeReport_"

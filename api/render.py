@@ -41,7 +41,7 @@ def mode_text(mode: Any) -> str:
 
 
 def mode_label(mode: Any) -> str:
-    """The mode as a query value: ``none`` for no mode (survey.queries.mode_label)."""
+    """The mode as a query value: ``none`` for no mode (survey.evidence.queries.mode_label)."""
     return "none" if mode is None else str(mode)
 
 

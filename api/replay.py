@@ -12,7 +12,7 @@ which decide as always (and may record a new answer).
 
 Nothing here decides an answer: it only repeats one a view gave for the same
 request at the same version. The matrix version moves in the same transaction
-as every new run (:mod:`survey.ingest`), so a record never outlives its evidence.
+as every new run (:mod:`survey.evidence.ingest`), so a record never outlives its evidence.
 The records are bounded (:data:`MAX_ANSWERS` answers and :data:`MAX_BYTES` of
 bodies, least recently used first out): raw query strings come from clients.
 """

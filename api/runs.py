@@ -19,8 +19,8 @@ from api.errors import ApiError
 from api.formats import Resource
 from api.schemas import ERRORS, RunResponse
 from db import models as m
-from survey import queries
-from survey import verdicts as survey_verdicts
+from survey.evidence import queries
+from survey.verdicts import modes as survey_verdicts
 
 MAX_ID = queries.MAX_RUN_ID  # the largest id a run can have (32-bit INTEGER columns)
 RunId = Annotated[int, Path(description="the run's id")]

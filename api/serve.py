@@ -23,8 +23,8 @@ from collections.abc import Callable
 from typing import Any
 
 from db.store import Store
-from survey import exitcodes
-from survey.errors import SurveyError, UsageProblem
+from survey.core import exitcodes
+from survey.core.errors import SurveyError, UsageProblem
 
 UNAVAILABLE = exitcodes.ENGINE_UNAVAILABLE  # 69, EX_UNAVAILABLE: something this needs is not available here
 

@@ -21,7 +21,7 @@
   used: a report is stored once). A new one: 201 with the new run id
   (``Location: /runs/{id}``).
 
-``survey.ingest.ingest`` stores a report in one transaction, so nothing partial
+``survey.evidence.ingest.ingest`` stores a report in one transaction, so nothing partial
 is ever stored.
 """
 
@@ -43,10 +43,10 @@ from api import formats, names
 from api.errors import ApiError
 from api.schemas import ErrorResponse, UploadResponse
 from db.store import Store
-from survey.ingest import IngestResult, ingest
-from survey.report import MAX_INT, Report, out_of_bounds
+from survey.evidence.ingest import IngestResult, ingest
+from survey.evidence.report import MAX_INT, Report, out_of_bounds
 
-INT_MIN, INT_MAX = -MAX_INT, MAX_INT  # what every JSON reader holds exactly (survey.report.MAX_INT)
+INT_MIN, INT_MAX = -MAX_INT, MAX_INT  # what every JSON reader holds exactly (survey.evidence.report.MAX_INT)
 
 DEFAULT_MAX_UPLOAD_BYTES = 8 * 1024 * 1024
 DEFAULT_BODY_TIMEOUT_S = 60.0
@@ -109,10 +109,10 @@ async def read_body(request: Request, limit: int, timeout: float) -> bytes:
 
 
 def check_types(raw: bytes) -> None:
-    """422 for a report that the lenient reading (``survey.ingest``) would take but its
+    """422 for a report that the lenient reading (``survey.evidence.ingest``) would take but its
     JSON Schema does not: a value of another JSON type (pydantic's lax mode turns
     ``false`` into 0.0 and ``"3"`` into 3) or an integer outside its schema bounds
-    (``survey.report.out_of_bounds``: 32 bits for exit codes, sizes and counts the
+    (``survey.evidence.report.out_of_bounds``: 32 bits for exit codes, sizes and counts the
     store keeps in columns, +-(2**53-1) elsewhere the schema types an integer). A report
     invalid either way is left to ``ingest``, whose message names the first field."""
     try:

@@ -84,7 +84,7 @@ def free_port():
 
 def fill_store(path):
     from db.store import Store
-    from survey.ingest import ingest
+    from survey.evidence.ingest import ingest
 
     store = Store(f"sqlite:///{path}")
     for pos, v in enumerate(VERSIONS):

@@ -73,7 +73,7 @@ def main() -> int:
     args = ap.parse_args()
     sys.path.insert(0, str(ROOT))
     from db.store import Store
-    from survey.ingest import ingest
+    from survey.evidence.ingest import ingest
 
     work = Path(tempfile.mkdtemp(prefix="bench-cli-"))
     db = f"sqlite:///{work / 'survey.db'}"

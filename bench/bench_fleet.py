@@ -48,9 +48,9 @@ def main() -> int:
 
     os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"  # bind 127.0.0.1
     from db.store import Store
-    from survey import fleet
-    from survey.catalog import Catalog
-    from survey.survey_run import ProbeSettings
+    from survey.environments.catalog import Catalog
+    from survey.flows import fleet
+    from survey.flows.run import ProbeSettings
 
     load0 = list(os.getloadavg())  # the machine may be shared: say how busy it was
     tmp = Path(tempfile.mkdtemp(prefix="bench-fleet-"))

@@ -62,7 +62,7 @@ def pct(values: list[float], p: float) -> float:
 
 def fill(db: str, runs: int) -> float:
     from db.store import Store
-    from survey.ingest import ingest
+    from survey.evidence.ingest import ingest
 
     store = Store(db)
     base = [json.loads((ROOT / "tests/fixtures/reports" / f"cpu-triton-{v}.json").read_bytes())

@@ -123,7 +123,7 @@ class Run(Base):
     schema_version: Mapped[int | None] = mapped_column(Integer, nullable=True)
     report_hash: Mapped[str | None] = mapped_column(String(64), unique=True, nullable=True)
     error: Mapped[str | None] = mapped_column(Text, nullable=True)
-    error_key: Mapped[str | None] = mapped_column(Text, nullable=True)  # the error, normalised (survey/errortext.py)
+    error_key: Mapped[str | None] = mapped_column(Text, nullable=True)  # normalised: survey/core/errortext.py
     tries: Mapped[int] = mapped_column(Integer, default=1)
     last_tried_at: Mapped[dt.datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
     triton_version: Mapped[str | None] = mapped_column(String(100), nullable=True)

@@ -68,7 +68,7 @@ def store(store_url: str) -> Iterator[Store]:
 @pytest.fixture
 def filled_store(store: Store) -> Store:
     """The four real CPU reports, stored as four candidates in release order."""
-    from survey.ingest import ingest
+    from survey.evidence.ingest import ingest
 
     for pos, v in enumerate(("3.6.0", "3.7.1", "3.8.0", "3.9.0")):
         with store.session() as s:

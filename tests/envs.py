@@ -66,7 +66,7 @@ def fake_triton(root: Path, behaviour: dict[str, str], *, version: str = "0.0.0+
 
 
 def pypi_venv(version: str):  # -> Resolved
-    from survey.launchers.pip import PipLauncher
+    from survey.environments.launchers.pip import PipLauncher
 
     return PipLauncher([f"triton=={version}"]).obtain()
 

@@ -19,10 +19,10 @@ from pathlib import Path
 import pytest
 import yaml
 
-from survey import recipe as R
-from survey.aorta_envs import BUILTINS, find_aorta_python, load_environments, load_sidecar
-from survey.errors import EnvironmentsError, RecipeError
-from survey.proton_rules import mode_dropped, resolve_auto
+from survey.aorta import recipe as R
+from survey.aorta.environments import BUILTINS, find_aorta_python, load_environments, load_sidecar
+from survey.aorta.proton_rules import mode_dropped, resolve_auto
+from survey.core.errors import EnvironmentsError, RecipeError
 
 FIX = Path(__file__).parent / "fixtures" / "aorta"
 SIDECAR = FIX / "environments.json"
@@ -455,7 +455,7 @@ def test_mode_dropped_rejects_nonsense() -> None:
 # =========================================================================== integration: aorta itself
 @pytest.fixture(scope="module")
 def aorta_python() -> str:
-    from survey.launchers.pip import PipLauncher
+    from survey.environments.launchers.pip import PipLauncher
 
     py = PipLauncher(["amd-aorta==0.3.0"]).obtain().python
     assert py is not None

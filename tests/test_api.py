@@ -29,16 +29,17 @@ from api.matrix import COLUMNS
 from db import models as m
 from db.store import Store
 from probes import outcomes as O
-from survey import diff as survey_diff
-from survey import exitcodes, queries
-from survey import matrix as survey_matrix
-from survey import verdicts as survey_verdicts
-from survey.check import check_target
 from survey.cli import app as cli_app
-from survey.ingest import ingest
-from survey.launchers.python import PythonLauncher
-from survey.report import canonical_json, json_schema
-from survey.survey_run import ProbeSettings, survey_one
+from survey.core import exitcodes
+from survey.environments.launchers.python import PythonLauncher
+from survey.evidence import queries
+from survey.evidence.ingest import ingest
+from survey.evidence.report import canonical_json, json_schema
+from survey.flows.check import check_target
+from survey.flows.run import ProbeSettings, survey_one
+from survey.verdicts import diff as survey_diff
+from survey.verdicts import matrix as survey_matrix
+from survey.verdicts import modes as survey_verdicts
 from tests.conftest import report_bytes
 
 TOKEN = "s3cret-token"

@@ -36,11 +36,11 @@ from sqlalchemy import event
 from api.app import create_app
 from db.store import Store
 from probes import outcomes as O
-from survey import matrix as survey_matrix
-from survey import queries
-from survey import table as table_mod
-from survey.identity import PlatformId
-from survey.ingest import ingest, record_failure
+from survey.evidence import queries
+from survey.evidence.identity import PlatformId
+from survey.evidence.ingest import ingest, record_failure
+from survey.render import table as table_mod
+from survey.verdicts import matrix as survey_matrix
 from tests import test_api
 from tests.conftest import report_bytes, survey_cli
 from tests.test_api import TOKEN, Client, Text, assert_error
@@ -254,7 +254,7 @@ def test_run_ids_past_what_a_store_holds_are_answered_not_crashed(store: Store, 
 
 
 def test_a_name_holding_nul_is_looked_up_as_not_stored(store: Store, make_client: Any) -> None:
-    """No name holds NUL (survey.names); PostgreSQL refuses NUL even in a comparison
+    """No name holds NUL (survey.core.names); PostgreSQL refuses NUL even in a comparison
     (schemathesis found a 500 on ``/diff.json?a=%00``)."""
     add_unobtainable(store, "flaky", "attempt failed")
     c = make_client(store)
@@ -892,7 +892,7 @@ def test_concurrent_misses_compute_once(filled_store: Store, make_client: Any, p
 
 
 def test_a_name_the_published_pattern_allows_is_stored(store: Store, make_client: Any) -> None:
-    """One rule (survey.names.PATTERN) for the API's check, ingest and the OpenAPI
+    """One rule (survey.core.names.PATTERN) for the API's check, ingest and the OpenAPI
     document: an unassigned or private-use character is shown as itself and allowed
     by the published pattern, so the upload is stored (schemathesis found ingest
     refusing what the schema allowed)."""

@@ -14,7 +14,7 @@ import api.replay
 from api.app import create_app
 from api.replay import Replay
 from db.store import Store
-from survey.ingest import ingest
+from survey.evidence.ingest import ingest
 from tests.conftest import report_bytes
 
 READS = [

@@ -29,7 +29,7 @@ def test_a_cell_as_svg_and_shields_json(filled_store: Store, make_client: Any) -
 
 
 def test_platforms_that_disagree_say_so(filled_store: Store, make_client: Any) -> None:
-    from survey.ingest import ingest
+    from survey.evidence.ingest import ingest
 
     with filled_store.session() as s:
         ingest(s, report_bytes("h200-sm90-triton-3.6.0.json"), candidate="triton-3.6.0")

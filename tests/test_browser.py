@@ -25,10 +25,11 @@ import uvicorn
 from api.app import create_app
 from db.store import Store
 from probes import outcomes as O
-from survey import probe_run, queries
-from survey.ingest import ingest
-from survey.launchers.python import PythonLauncher
-from survey.survey_run import ProbeSettings, survey_one
+from survey.environments import probe as probe_run
+from survey.environments.launchers.python import PythonLauncher
+from survey.evidence import queries
+from survey.evidence.ingest import ingest
+from survey.flows.run import ProbeSettings, survey_one
 from tests.conftest import report_bytes
 from tests.envs import fake_triton
 

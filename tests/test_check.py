@@ -8,12 +8,13 @@ from pathlib import Path
 
 import pytest
 
-from survey import check as survey_check
-from survey import diff as survey_diff
-from survey import exitcodes, queries
-from survey import recipe as recipe_mod
-from survey.errors import RecipeError
-from survey.ingest import ingest
+from survey.aorta import recipe as recipe_mod
+from survey.core import exitcodes
+from survey.core.errors import RecipeError
+from survey.evidence import queries
+from survey.evidence.ingest import ingest
+from survey.flows import check as survey_check
+from survey.verdicts import diff as survey_diff
 from tests.conftest import report_bytes, survey_cli
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from survey import exitcodes
+from survey.core import exitcodes
 from tests.conftest import survey_cli
 
 

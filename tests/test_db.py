@@ -30,7 +30,8 @@ from sqlalchemy.exc import OperationalError
 
 from db.models import Base
 from db.store import NewerDatabaseError, NoStoreError, Store, StoreError, head_revision, mask_url
-from survey import docs_table, queries
+from survey.evidence import queries
+from survey.render import docs_table
 from tests.conftest import report_bytes, survey_cli
 from tests.pgserver import PgServer
 
@@ -286,7 +287,7 @@ def test_an_empty_database_is_no_store_to_a_reader(empty_url: str, tmp_path: Pat
 def test_a_reader_opens_an_existing_store(store_url: str) -> None:
     writer = Store(store_url)
     with writer.session() as s:
-        from survey.ingest import ingest
+        from survey.evidence.ingest import ingest
 
         ingest(s, report_bytes("cpu-triton-3.8.0.json"), candidate="t38")
     writer.close()
@@ -301,7 +302,7 @@ def test_a_reader_opens_an_existing_store(store_url: str) -> None:
 def filled_sqlite(path: Path) -> list[dict[str, Any]]:
     """A SQLite store holding two real reports, cleanly closed (no -wal/-shm left);
     returns its table rows as read by its writer."""
-    from survey.ingest import ingest
+    from survey.evidence.ingest import ingest
 
     store = Store(f"sqlite:///{path}")
     for v in ("3.8.0", "3.9.0"):
@@ -412,7 +413,7 @@ def test_a_0444_store_in_a_directory_the_reader_cannot_write(shared_dir: Path) -
 def test_a_read_only_directory_while_a_writer_is_attached(shared_dir: Path) -> None:
     """The writer's -shm exists: the reader goes through it (mode=ro) and sees the
     writer's latest commit, which an immutable open would not."""
-    from survey.ingest import ingest
+    from survey.evidence.ingest import ingest
 
     d = shared_dir / "live"
     d.mkdir()

@@ -8,8 +8,9 @@ from pathlib import Path
 import pytest
 
 from db.store import Store
-from survey import docs_table, documented
-from survey.ingest import upsert_candidate
+from survey.evidence.ingest import upsert_candidate
+from survey.render import docs_table
+from survey.verdicts import documented
 from tests.conftest import survey_cli
 
 SOURCE = """\

@@ -27,11 +27,11 @@ from typing import Any
 import pytest
 
 from db.store import Store
-from survey import catalog as catalog_mod
-from survey import fleet
-from survey.errors import CatalogError
-from survey.identity import local_platform
-from survey.survey_run import ProbeSettings
+from survey.core.errors import CatalogError
+from survey.environments import catalog as catalog_mod
+from survey.evidence.identity import local_platform
+from survey.flows import fleet
+from survey.flows.run import ProbeSettings
 from tests.conftest import survey_cli
 
 H200 = "nvidia:sm_90:Simulated H200"  # the head node

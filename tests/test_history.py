@@ -1,4 +1,4 @@
-"""One matrix cell over time: /history (survey.history)."""
+"""One matrix cell over time: /history (survey.verdicts.history)."""
 
 from __future__ import annotations
 
@@ -6,8 +6,8 @@ import json
 from typing import Any
 
 from db.store import Store
-from survey.identity import PlatformId
-from survey.ingest import ingest, record_failure
+from survey.evidence.identity import PlatformId
+from survey.evidence.ingest import ingest, record_failure
 from tests import test_api
 from tests.conftest import report_bytes
 from tests.test_api import Text, assert_error
@@ -93,7 +93,7 @@ def test_the_matrix_links_each_cell_to_its_history(store: Store, make_client: An
 
 
 def test_survey_history_prints_the_same_cell(store: Store) -> None:
-    from survey import exitcodes
+    from survey.core import exitcodes
     from tests.conftest import survey_cli
 
     old, new, failed = three_runs(store)

@@ -6,6 +6,7 @@ with ``python -m venv``, real reports from tests/fixtures/reports)."""
 from __future__ import annotations
 
 import json
+import shutil
 import sqlite3
 import subprocess
 import sys
@@ -18,8 +19,9 @@ from db import models as m
 from db.store import Store
 from probes import classify
 from probes import outcomes as O
-from survey import errortext, queries
-from survey.ingest import ingest
+from survey.core import errortext
+from survey.evidence import queries
+from survey.evidence.ingest import ingest
 from tests.conftest import report_bytes, survey_cli
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -151,8 +153,8 @@ def test_check_resolves_the_candidate_again_before_answering(tmp_path: Path) -> 
 
 # 6 ------------------------------------------------------------------------------------------------
 def test_catalog_captures_are_honoured_and_unknown_fields_named(tmp_path: Path) -> None:
-    from survey import catalog as catalog_mod
-    from survey.survey_run import ProbeSettings
+    from survey.environments import catalog as catalog_mod
+    from survey.flows.run import ProbeSettings
 
     bad = tmp_path / "bad.toml"
     bad.write_text('[[candidate]]\nname = "x"\npip = "triton==3.6.0"\ncaptuers = ["cupti"]\n')
@@ -162,7 +164,7 @@ def test_catalog_captures_are_honoured_and_unknown_fields_named(tmp_path: Path) 
     good.write_text('[[candidate]]\nname = "x"\npip = "triton==3.6.0"\ncaptures = ["cupti", "rocprofiler:x"]\n')
     entry = catalog_mod.load(good).candidate[0]
     assert ProbeSettings(captures=("cupti",)).for_entry(entry).captures == ("cupti", "rocprofiler:x")
-    text = (ROOT / "survey" / "catalog" / "default.toml").read_text()
+    text = (ROOT / "survey" / "data" / "catalog" / "default.toml").read_text()
     assert "interpreter" in text and ", python)" not in text
 
 
@@ -200,38 +202,16 @@ def test_the_h200_report_is_platform_sm90_next_to_cpu_evidence(filled_store: Sto
 
 
 # migration ----------------------------------------------------------------------------------------
-OLD = "1dcb689"  # proton-survey 1.0.0, the last release of the old identity model
+OLD_STORE = ROOT / "tests" / "fixtures" / "stores" / "release-1.0.0.db"
 
 
 def test_migration_keeps_every_run_of_a_store_made_by_the_previous_release(tmp_path: Path) -> None:
-    old = tmp_path / "old"
-    old.mkdir()
-    archive = subprocess.run(["git", "-C", str(ROOT), "archive", OLD, "db", "survey", "probes"],
-                             capture_output=True, check=True).stdout
-    subprocess.run(["tar", "-x", "-C", str(old)], input=archive, check=True)
+    """The fixture store was written by proton-survey 1.0.0 (the last release of the old
+    identity model): the CPU reports of 3.7.1 and 3.8.0 under their catalog names, the
+    3.9.0 and 3.6.0 venvs checked by path (1.x filed both under their base interpreter,
+    python:/usr/bin/python3.11), the H200 report as `h200`, and triton-main unobtainable."""
     db = tmp_path / "old.db"
-    script = f"""
-import sys
-sys.path.insert(0, {str(old)!r})
-from db.store import Store
-from survey.ingest import ingest, record_unobtainable
-store = Store("sqlite:///{db}")
-reports = {str(ROOT / 'tests/fixtures/reports')!r}
-with store.session() as s:
-    for v in ("3.7.1", "3.8.0"):
-        ingest(s, open(f"{{reports}}/cpu-triton-{{v}}.json", "rb").read(), candidate=f"triton-{{v}}",
-               kind="pip", spec={{"pip": f"triton=={{v}}"}})
-with store.session() as s:
-    # 1.x filed venvs checked by path under their base interpreter
-    ingest(s, open(f"{{reports}}/cpu-triton-3.9.0.json", "rb").read(), candidate="python:/usr/bin/python3.11",
-           kind="python")
-    ingest(s, open(f"{{reports}}/cpu-triton-3.6.0.json", "rb").read(), candidate="python:/usr/bin/python3.11",
-           kind="python")
-    ingest(s, open(f"{{reports}}/h200-triton-3.6.0.json", "rb").read(), candidate="h200")
-with store.session() as s:
-    record_unobtainable(s, "triton-main", label="main", kind="pip", spec={{}}, position=9, error="no network")
-"""
-    subprocess.run([sys.executable, "-c", script], check=True, cwd=tmp_path)
+    shutil.copyfile(OLD_STORE, db)
     with sqlite3.connect(db) as c:
         assert c.execute("select version_num from alembic_version").fetchone() == ("0001",)
         before = c.execute("select count(*) from runs").fetchone()[0]

@@ -22,14 +22,15 @@ from sqlalchemy import func, select
 
 from db import models as m
 from db.store import Store
-from survey import diff as survey_diff
-from survey import probe_run, queries
-from survey.catalog import Entry
-from survey.errors import EngineUnavailable, ImageNotFound, NotAPython, ProbeFailed, Unobtainable
-from survey.launchers import image as image_mod
-from survey.launchers.image import ImageLauncher, gpu_flags
-from survey.launchers.pip import PipLauncher
-from survey.survey_run import Outcome, ProbeSettings, run_survey, survey_one
+from survey.core.errors import EngineUnavailable, ImageNotFound, NotAPython, ProbeFailed, Unobtainable
+from survey.environments import probe as probe_run
+from survey.environments.catalog import Entry
+from survey.environments.launchers import image as image_mod
+from survey.environments.launchers.image import ImageLauncher, gpu_flags
+from survey.environments.launchers.pip import PipLauncher
+from survey.evidence import queries
+from survey.flows.run import Outcome, ProbeSettings, run_survey, survey_one
+from survey.verdicts import diff as survey_diff
 
 pytestmark = pytest.mark.podman
 
@@ -348,7 +349,7 @@ def test_hanging_container_stores_no_evidence(images: list[str], store: Store,
 
 
 def test_bad_pull_policy(images: list[str]) -> None:
-    from survey.errors import InputError
+    from survey.core.errors import InputError
 
     with pytest.raises(InputError, match="pull policy"):
         ImageLauncher(f"{IMG}:base", engine="podman", pull="sometimes")

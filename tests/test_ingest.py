@@ -11,9 +11,9 @@ import pytest
 from sqlalchemy import event, func, select
 
 from db import models as m
-from survey.errors import InvalidReport
-from survey.ingest import ingest
-from survey.report import canonical_json
+from survey.core.errors import InvalidReport
+from survey.evidence.ingest import ingest
+from survey.evidence.report import canonical_json
 from tests.conftest import report_bytes, survey_cli
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -95,8 +95,8 @@ def test_cli_ingest_invalid_then_duplicate(tmp_path: Path) -> None:
 
 def test_unobtainable_is_recorded_once_per_error(store) -> None:
     """Real pip failures (nothing listens on port 9 here), stored with their text."""
-    from survey.launchers.pip import PipLauncher
-    from survey.survey_run import ProbeSettings, survey_one
+    from survey.environments.launchers.pip import PipLauncher
+    from survey.flows.run import ProbeSettings, survey_one
 
     def attempt(index: str, dist: str = "proton-survey-no-such-dist", retry_after_s: float = 0.0):
         launcher = PipLauncher([f"{dist}==1.0"], index_url=index, pip_timeout=5)
@@ -118,7 +118,7 @@ def test_unobtainable_is_recorded_once_per_error(store) -> None:
 
 # --------------------------------------------------------------------------- concurrent writers
 RACE_XFAIL = (
-    "look-up-then-insert race in survey/ingest.py: upsert_candidate, environment_for and bump_matrix_version "
+    "look-up-then-insert race in survey/evidence/ingest.py: upsert_candidate, environment_for and bump_matrix_version "
     "SELECT a row and INSERT it when absent; two writers that both looked first both INSERT, and the second "
     "hits the UNIQUE constraint (candidates.name, environments.identity, meta.key); ingest re-raises the "
     "IntegrityError because the report itself is new"

@@ -13,10 +13,11 @@ import pytest
 
 from probes import classify
 from probes import outcomes as O
-from survey import exitcodes, probe_run
-from survey.errors import NotAPython, ProbeFailed
-from survey.launchers.python import PythonLauncher
-from survey.report import parse_report
+from survey.core import exitcodes
+from survey.core.errors import NotAPython, ProbeFailed
+from survey.environments import probe as probe_run
+from survey.environments.launchers.python import PythonLauncher
+from survey.evidence.report import parse_report
 from tests.conftest import survey_cli
 from tests.envs import fake_triton, pypi_venv
 

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from probes import bundle, runner, stubs
-from survey.report import parse_report
+from survey.evidence.report import parse_report
 from tests.envs import fake_triton, pypi_venv
 
 ROOT = Path(__file__).resolve().parents[1]

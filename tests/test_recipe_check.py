@@ -18,9 +18,11 @@ import pytest
 
 from db.store import Store
 from probes import outcomes as O
-from survey import exitcodes, identity, probe_run, queries
-from survey.ingest import ingest
-from survey.launchers.python import PythonLauncher
+from survey.core import exitcodes
+from survey.environments import probe as probe_run
+from survey.environments.launchers.python import PythonLauncher
+from survey.evidence import identity, queries
+from survey.evidence.ingest import ingest
 from tests.conftest import report_bytes, survey_cli
 from tests.envs import fake_triton
 from tests.test_images import IMG
@@ -94,7 +96,7 @@ def test_python_launcher_applies_the_baseline_to_the_probe(tmp_path: Path) -> No
 def test_image_launcher_sets_each_variable_with_its_value(tmp_path: Path, monkeypatch) -> None:
     """``-e NAME=VALUE`` (never a bare ``-e NAME``, which would copy the host's),
     read off the command line a fake engine (an environment double) receives."""
-    from survey.launchers import image as image_mod
+    from survey.environments.launchers import image as image_mod
 
     log = tmp_path / "argv.log"
     engine = tmp_path / "podman"

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from probes import outcomes as O
-from survey import report
-from survey.report import ReportError, parse_report
+from survey.evidence import report
+from survey.evidence.report import ReportError, parse_report
 from tests.conftest import REPORTS, report_bytes
 
 SCHEMA = Path(__file__).resolve().parents[1] / "schema" / "probe-report.v2.schema.json"

@@ -7,8 +7,8 @@ from __future__ import annotations
 import pytest
 
 from db.store import Store
-from survey import since
-from survey.ingest import ingest
+from survey.evidence.ingest import ingest
+from survey.verdicts import since
 from tests.conftest import report_bytes
 
 

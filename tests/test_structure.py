@@ -1,5 +1,9 @@
-"""Layering: probes/ imports nothing of ours; survey/ never imports api/ (only the CLI's
-`serve` and `publish` load the app, inside the command)."""
+"""Layering. probes/ imports nothing of ours; db/ nothing of survey/ or api/; survey/ never
+imports api/ (only the CLI's `serve` and `publish` load the app, inside the command).
+
+survey/ is layered: a package imports only from the packages below it (and from itself),
+never from one beside or above it, and no two modules import each other in a cycle.
+"""
 
 from __future__ import annotations
 
@@ -8,17 +12,43 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 
+# survey's packages, lowest first. A package may import the ones before it.
+LAYERS = [
+    ["core"],                   # errors, exit codes, text files, names, paths: no survey import
+    ["evidence"],               # the report contract, ingest, store queries, identities
+    ["verdicts", "environments"],  # answers from evidence | where candidates come from and run
+    ["render"],                 # every output format
+    ["flows"],                  # run, fleet, check: evidence + environments + verdicts
+    ["aorta"],                  # aorta's recipes and environments, checked through flows
+    ["cli"],                    # the command line
+]
+RANK = {pkg: i for i, layer in enumerate(LAYERS) for pkg in layer}
 
-def imports(path: Path, top_level_only: bool) -> set[str]:
+
+def imported_modules(path: Path, top_level_only: bool) -> set[str]:
     tree = ast.parse(path.read_text())
     nodes = tree.body if top_level_only else list(ast.walk(tree))
-    out = set()
+    out: set[str] = set()
     for node in nodes:
         if isinstance(node, ast.Import):
-            out |= {a.name.split(".")[0] for a in node.names}
+            out |= {a.name for a in node.names}
         elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-            out.add(node.module.split(".")[0])
+            out.add(node.module)
+            out |= {f"{node.module}.{a.name}" for a in node.names}
     return out
+
+
+def imports(path: Path, top_level_only: bool) -> set[str]:
+    return {m.split(".")[0] for m in imported_modules(path, top_level_only)}
+
+
+def survey_files() -> list[Path]:
+    return sorted(p for p in (ROOT / "survey").rglob("*.py"))
+
+
+def package_of(path: Path) -> str | None:
+    rel = path.relative_to(ROOT / "survey").parts
+    return rel[0] if len(rel) > 1 else None
 
 
 def test_probes_import_nothing_of_ours() -> None:
@@ -26,9 +56,75 @@ def test_probes_import_nothing_of_ours() -> None:
         assert not imports(path, top_level_only=False) & {"survey", "db", "api"}, path
 
 
+def test_db_imports_neither_survey_nor_api() -> None:
+    for path in (ROOT / "db").rglob("*.py"):
+        assert not imports(path, top_level_only=False) & {"survey", "api"}, path
+
+
 def test_survey_never_imports_api() -> None:
-    for path in (ROOT / "survey").rglob("*.py"):
-        if path.name == "cli.py":
+    for path in survey_files():
+        if path.parent.name == "cli" and path.name == "serve.py":
             assert "api" not in imports(path, top_level_only=True), path
             continue
         assert "api" not in imports(path, top_level_only=False), path
+
+
+def test_survey_is_packages_only() -> None:
+    """Every module of survey/ is in one of the layer packages (a newcomer finds a concern
+    by its folder), except the entry point."""
+    loose = [p.name for p in (ROOT / "survey").glob("*.py") if p.name not in ("__init__.py", "__main__.py")]
+    assert loose == []
+    packages = {p.name for p in (ROOT / "survey").iterdir() if (p / "__init__.py").exists()}
+    assert packages == set(RANK)
+
+
+def test_no_upward_or_sideways_import() -> None:
+    bad = []
+    for path in survey_files():
+        own = package_of(path)
+        if own is None:
+            continue
+        for mod in imported_modules(path, top_level_only=False):
+            parts = mod.split(".")
+            if parts[0] != "survey" or len(parts) < 2 or parts[1] not in RANK:
+                continue
+            other = parts[1]
+            if other != own and RANK[other] >= RANK[own]:
+                bad.append(f"{path.relative_to(ROOT)} imports {mod} ({other} is not below {own})")
+    assert bad == []
+
+
+def test_no_import_cycle_between_modules() -> None:
+    """Module-level imports inside survey/ form no cycle (a function-level import may
+    break one, but none is needed)."""
+    names = {}
+    for path in survey_files():
+        rel = path.relative_to(ROOT).with_suffix("")
+        name = ".".join(rel.parts[:-1] if rel.name == "__init__" else rel.parts)
+        names[name] = path
+    graph = {}
+    for name, path in names.items():
+        deps = set()
+        for mod in imported_modules(path, top_level_only=True):
+            while mod and mod not in names:
+                mod = mod.rpartition(".")[0]
+            if mod and mod != name and not name.startswith(mod + "."):
+                deps.add(mod)
+        graph[name] = deps
+    seen: dict[str, int] = {}
+    stack: list[str] = []
+
+    def visit(n: str) -> None:
+        seen[n] = 1
+        stack.append(n)
+        for d in graph[n]:
+            if seen.get(d) == 1:
+                raise AssertionError("import cycle: " + " -> ".join(stack[stack.index(d):] + [d]))
+            if d not in seen:
+                visit(d)
+        stack.pop()
+        seen[n] = 2
+
+    for n in graph:
+        if n not in seen:
+            visit(n)

@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from survey import catalog as catalog_mod
-from survey.errors import CatalogError
+from survey.core.errors import CatalogError
+from survey.environments import catalog as catalog_mod
 from tests.conftest import survey_cli
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -151,8 +151,8 @@ def test_default_catalog_holds_the_reference_candidates() -> None:
 
 
 def test_an_interpreter_asked_ahead_is_asked_once(monkeypatch: pytest.MonkeyPatch) -> None:
-    from survey.errors import NotAPython
-    from survey.launchers import python as python_launcher
+    from survey.core.errors import NotAPython
+    from survey.environments.launchers import python as python_launcher
 
     calls: list[str] = []
     real = python_launcher.PythonLauncher._obtain
@@ -199,11 +199,11 @@ def test_a_changed_interpreter_is_probed_again_though_asked_ahead(tmp_path: Path
 def test_a_backed_off_image_does_not_ask_the_container_engine(tmp_path: Path,
                                                                monkeypatch: pytest.MonkeyPatch) -> None:
     from db.store import Store
-    from survey import identity
-    from survey.catalog import Entry
-    from survey.ingest import record_failure
-    from survey.launchers import image as image_mod
-    from survey.survey_run import ProbeSettings, run_survey
+    from survey.environments.catalog import Entry
+    from survey.environments.launchers import image as image_mod
+    from survey.evidence import identity
+    from survey.evidence.ingest import record_failure
+    from survey.flows.run import ProbeSettings, run_survey
 
     store = Store(f"sqlite:///{tmp_path / 's.db'}")
     ref = "registry.invalid/proton-survey/none:1"

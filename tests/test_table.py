@@ -20,13 +20,14 @@ import pytest
 from typer.testing import CliRunner
 
 from db.store import Store
-from survey import catalog as catalog_mod
-from survey import docs_table, grid, matrix_schema
-from survey import matrix as survey_matrix
-from survey import table as table_mod
 from survey.cli import app as cli_app
-from survey.errors import InputError
-from survey.ingest import ingest, upsert_candidate
+from survey.core.errors import InputError
+from survey.environments import catalog as catalog_mod
+from survey.evidence.ingest import ingest, upsert_candidate
+from survey.render import docs_table, grid
+from survey.render import table as table_mod
+from survey.verdicts import matrix as survey_matrix
+from survey.verdicts import rows as matrix_schema
 from tests.conftest import report_bytes, survey_cli
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -45,8 +46,8 @@ def catalog_store(filled_store: Store) -> Store:
     CPU reports under their catalog names and labels, the committed H200 report
     filed under triton-3.6.0, and every other catalog entry really attempted and
     stored as unobtainable (an interpreter that does not exist: a real failure)."""
-    from survey.launchers.python import PythonLauncher
-    from survey.survey_run import ProbeSettings, survey_one
+    from survey.environments.launchers.python import PythonLauncher
+    from survey.flows.run import ProbeSettings, survey_one
 
     cat = catalog_mod.load()
     for pos, entry in enumerate(cat.candidate):
@@ -183,7 +184,7 @@ def test_no_markdown_line_is_longer_than_200_characters(catalog_store: Store) ->
 
 
 def test_the_compatible_path_prints_the_same_table(catalog_store: Store) -> None:
-    """``table_rows`` + ``columns`` + ``survey.table.render`` (what /matrix.md calls)
+    """``table_rows`` + ``columns`` + ``survey.render.table.render`` (what /matrix.md calls)
     is byte for byte ``docs_table.markdown`` and what ``survey table`` prints."""
     with catalog_store.session() as s:
         rows = docs_table.table_rows(s)
@@ -455,7 +456,7 @@ def test_the_markdown_table_fits_1000_px_in_chromium(catalog_store: Store, tmp_p
 
 
 def test_a_reports_checks_are_read_once_and_never_mix_stores(tmp_path: Path) -> None:
-    """survey.matrix keeps each report's checks by its sha256: the same report in
+    """survey.verdicts.matrix keeps each report's checks by its sha256: the same report in
     two stores (other run ids, other candidates) gives each store its own rows, and
     the rows from the kept checks equal the rows read afresh."""
     a, b = Store(f"sqlite:///{tmp_path / 'a.db'}"), Store(f"sqlite:///{tmp_path / 'b.db'}")

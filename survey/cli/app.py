@@ -1,0 +1,90 @@
+"""The ``survey`` Typer app and what its commands share: the consoles, the ``--db`` and
+``--timeout`` options, the stores a command opened, and how an error becomes one line
+and an exit code (survey/core/exitcodes.py).
+
+Each command lives in a module of its own beside this one and imports what it uses
+inside its body: ``survey --help`` loads Typer and Rich, not SQLAlchemy or pandas.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import TYPE_CHECKING, Annotated, Optional
+
+import typer
+from rich.console import Console
+from rich.markup import escape
+
+try:  # Typer >= 0.20 vendors click
+    from typer._click.exceptions import UsageError
+except ImportError:  # pragma: no cover
+    from click.exceptions import UsageError  # type: ignore[assignment]
+
+from survey.core import exitcodes
+from survey.core.errors import StoreUnusable, SurveyError
+
+if TYPE_CHECKING:
+    from db.store import Store
+
+app = typer.Typer(
+    add_completion=False,
+    no_args_is_help=True,
+    rich_markup_mode="rich",
+    help="Measure which Proton backends and modes work in which environment, and keep the evidence.",
+)
+out = Console(soft_wrap=True)
+err = Console(stderr=True, soft_wrap=True)
+
+DbOpt = Annotated[
+    Optional[str],
+    typer.Option("--db", envvar="SURVEY_DB",
+                 help="SQLAlchemy URL (default: SQLite under ~/.local/share/proton-survey)"),
+]
+TimeoutOpt = Annotated[float, typer.Option("--timeout", help="seconds for each check inside the probe")]
+
+
+_opened: list[Store] = []
+
+
+def open_store(db: str | None, *, create: bool = True) -> Store:
+    """The store at ``db``; commands that only read it pass ``create=False``, so a
+    mistyped --db is an error instead of a new, empty store."""
+    from db import store as store_mod
+
+    try:
+        store = store_mod.Store(db, create=create)
+    except store_mod.StoreError as e:  # NewerDatabaseError, NoStoreError, ...
+        raise StoreUnusable(str(e))
+    _opened.append(store)
+    return store
+
+
+def close_stores() -> None:
+    """Close every store this process opened (SQLite then checkpoints its WAL into the file)."""
+    while _opened:
+        _opened.pop().close()
+
+
+def main() -> None:
+    try:
+        _main(sys.argv[1:])
+    finally:
+        close_stores()  # the command is over (SQLite checkpoints its WAL as each store closes)
+
+
+def _main(argv: list[str]) -> None:
+    command = typer.main.get_command(app)
+    try:
+        rv = command.main(args=argv, prog_name="survey", standalone_mode=False)
+    except UsageError as e:
+        e.show()
+        sys.exit(exitcodes.USAGE)
+    except typer.Abort:
+        err.print("aborted")
+        sys.exit(130)
+    except SurveyError as e:
+        err.print(f"[bold red]error:[/] {escape(e.message)}", highlight=False)
+        if e.hint:
+            err.print(f"  {e.hint}", markup=False, highlight=False)
+        sys.exit(e.exit_code)
+    sys.exit(rv if isinstance(rv, int) else 0)

@@ -1,0 +1,116 @@
+"""``survey check``: will a run (or every cell of an aorta recipe) work in TARGET?"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+from rich.markup import escape
+
+from survey.cli.app import DbOpt, TimeoutOpt, app, err, open_store, out
+from survey.core.errors import InputError, choose
+
+
+@app.command("check")
+def check_cmd(
+    target: Annotated[Optional[str], typer.Argument(
+        help="a candidate name, an interpreter path or an image; with --recipe and no TARGET each cell is "
+             "checked in the environment it names")] = None,
+    backend: Annotated[Optional[str], typer.Option(help="the Proton backend the run will use")] = None,
+    mode: Annotated[Optional[str], typer.Option(help="its mode (default: none)")] = None,
+    recipe: Annotated[Optional[Path], typer.Option(
+        help="an aorta recipe: every cell is answered, with its own proton configuration")] = None,
+    aorta_environment: Annotated[Optional[str], typer.Option(
+        "--aorta-environment", metavar="NAME",
+        help="check in this environment of aorta's registry (instead of TARGET), with its env baseline")] = None,
+    aorta_environments: Annotated[Optional[list[Path]], typer.Option(
+        "--aorta-environments", metavar="FILE",
+        help="an aorta sidecar file declaring environments (as `aorta ... --file`); repeatable")] = None,
+    catalog: Annotated[Optional[Path], typer.Option(help="catalog used when TARGET must be probed first")] = None,
+    timeout: TimeoutOpt = 60.0,
+    output_json: Annotated[bool, typer.Option("--json", help="print the verdict as JSON (a list with --recipe)")]
+    = False,
+    engine: Annotated[Optional[str], typer.Option(help="container engine when TARGET is an image")] = None,
+    pull: Annotated[str, typer.Option(help="image pull policy: never, missing, always")] = "missing",
+    platform: Annotated[Optional[str], typer.Option(
+        help="answer from the stored evidence of this platform (a key such as nvidia:sm_90:NVIDIA H200, or a "
+             "part of one: sm_90, gfx942) instead of resolving TARGET here")] = None,
+    db: DbOpt = None,
+) -> None:
+    """Will a run with this backend and mode (or every cell of an aorta recipe) work in TARGET?
+    Exit 0 yes, 2 no (any cell), 3 not enough evidence."""
+    from survey.evidence import queries
+    from survey.flows import check as check_mod
+
+    if target is not None and aorta_environment is not None:
+        raise InputError("give TARGET or --aorta-environment NAME, not both")
+    if recipe is not None and (backend or mode):
+        raise InputError("give --recipe or --backend/--mode, not both")
+    if aorta_environments and target is not None:
+        raise InputError("--aorta-environments names where cells run; with TARGET every cell is checked in TARGET")
+    if recipe is not None:
+        from survey.aorta import check as recipe_check
+
+        store = open_store(db)
+        read, cells = recipe_check.check_recipe(
+            store, recipe, target=target, aorta_environment=aorta_environment,
+            environment_files=aorta_environments, catalog=catalog, timeout=timeout, engine=engine, pull=pull,
+            platform=platform, say=lambda m: err.print(m, markup=False))
+        refused = read.aorta_030_refuses
+        if refused:
+            err.print(f"note: amd-aorta 0.3.0 would refuse this recipe: {refused}", markup=False)
+        if output_json:
+            sys.stdout.write(json.dumps([c.as_dict() for c in cells], indent=1) + "\n")
+        else:
+            for style, line in recipe_check.render(cells):
+                out.print(f"[{style}]{escape(line)}[/]" if style else line, markup=bool(style), highlight=False)
+        raise typer.Exit(recipe_check.overall_exit(cells))
+    if not backend:
+        raise InputError("--backend (or --recipe) is required")
+    if target is None and aorta_environment is None:
+        raise InputError("give TARGET (or --aorta-environment NAME)")
+    from probes import outcomes as O
+
+    choose(backend, O.BACKENDS, "backend")
+    if mode is not None:
+        modes = (queries.NO_MODE, *(x for x in O.COMMON_MODES if x), *O.INSTRUMENTATION_MODES)
+        choose(mode.split(":", 1)[0], modes, "mode")
+    store = open_store(db)
+    if aorta_environment is not None:
+        from survey.aorta import check as recipe_check
+        from survey.aorta.environments import load_environments
+
+        at = recipe_check.aorta_target(load_environments(aorta_environments or None), aorta_environment,
+                                       engine=engine, pull=pull)
+        target = at.name
+        result = recipe_check.check_aorta_environment(store, at, backend, queries.mode_from_label(mode),
+                                                      timeout=timeout, platform=platform,
+                                                      say=lambda m: err.print(m, markup=False))
+    else:
+        assert target is not None
+        result = check_mod.check_target(store, target, backend, queries.mode_from_label(mode),
+                                        catalog_path=catalog, timeout=timeout, engine=engine, pull=pull,
+                                        platform=platform, say=lambda m: err.print(m, markup=False))
+    if output_json:
+        sys.stdout.write(json.dumps(result.as_dict(), indent=1) + "\n")
+    else:
+        color = {0: "green", 2: "red", 3: "yellow"}.get(result.exit_code, "white")
+        words = {0: "will run", 2: "cannot run it", 3: "not enough evidence"}.get(result.exit_code, "cannot tell here")
+        out.print(f"[bold {color}]{words}[/]: {escape(target)} with backend={backend} "
+                  f"mode={escape(queries.mode_label(mode))}" + (f" ({result.cause})" if result.cause else ""))
+        out.print(f"  reason: {result.reason}", markup=False)
+        if result.fix:
+            out.print(f"  fix: {result.fix}", markup=False)
+        for q, a in (("backend present", result.backend_present), ("mode accepted", result.mode_accepted),
+                     ("library loads", result.library_loads)):
+            src = f" [{a.source}]" if a.source else ""
+            out.print(f"  {q}: {a.answer}{src} - {a.basis}", markup=False)
+        for d in result.details:
+            out.print(f"  note: {d}", markup=False)
+        if result.run_id:
+            out.print(f"  evidence: run #{result.run_id} ({result.candidate}, {result.platform}), "
+                      f"{result.evidence_date} ({result.evidence_age})", markup=False)
+    raise typer.Exit(result.exit_code)

@@ -1,0 +1,131 @@
+"""``survey probe``, ``survey ingest``, ``survey schema``: reports made and stored."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Annotated, Any, Optional
+
+import typer
+
+from survey.cli.app import DbOpt, TimeoutOpt, app, err, open_store, out
+from survey.core import exitcodes
+from survey.core.errors import InputError
+
+
+@app.command()
+def probe(
+    python: Annotated[Optional[str], typer.Option("--python", help="the interpreter to probe")] = None,
+    image: Annotated[Optional[str], typer.Option("--image", help="the container image to probe")] = None,
+    output: Annotated[Optional[Path], typer.Option("--output", "-o", help="write the report here")] = None,
+    timeout: TimeoutOpt = 60.0,
+    capture: Annotated[Optional[list[str]], typer.Option("--capture", help="also capture BACKEND[:MODE]")] = None,
+    auto_capture: Annotated[bool, typer.Option(help="capture every (backend, mode) found working")] = True,
+    only: Annotated[Optional[list[str]], typer.Option("--only", help="check only BACKEND[:MODE]")] = None,
+    engine: Annotated[Optional[str], typer.Option(help="container engine for --image")] = None,
+    pull: Annotated[str, typer.Option(help="image pull policy: never, missing, always")] = "missing",
+    interpreter: Annotated[Optional[str], typer.Option(help="the Python inside --image (default: python3, python)")]
+    = None,
+    store_it: Annotated[bool, typer.Option("--store", help="also ingest the report (kept as ad-hoc evidence)")]
+    = False,
+    repeats: Annotated[int, typer.Option(help="attempts for a check that crashes, hangs or raises an unrecognised "
+                                              "error; disagreeing attempts make it `unstable`")] = 3,
+    db: DbOpt = None,
+) -> None:
+    """Probe one interpreter or image and print (or write) its report."""
+    from survey.environments import probe as probe_run
+    from survey.environments.launchers.python import PythonLauncher
+
+    if (python is None) == (image is None):
+        raise InputError("give exactly one of --python PATH or --image IMAGE")
+    launcher: Any
+    if python is not None:
+        launcher = PythonLauncher(python)
+    else:
+        from survey.environments.launchers.image import ImageLauncher
+
+        assert image is not None
+        launcher = ImageLauncher(image, engine=engine, pull=pull, python=interpreter)
+    resolved = launcher.obtain()
+    args = probe_run.probe_args(timeout, captures=capture or (), auto_capture=auto_capture, only=only or (),
+                                repeats=repeats)
+    raw, has_triton = launcher.probe(resolved, args, probe_run.overall_timeout(timeout))
+    from survey.evidence.identity import attach_origin
+
+    raw = attach_origin(raw, resolved.origin())
+    if output:
+        tmp = output.with_name(output.name + ".tmp")
+        tmp.write_bytes(raw)
+        tmp.replace(output)
+        err.print(f"report written to {output}")
+    else:
+        sys.stdout.write(raw.decode())
+        sys.stdout.flush()
+    if store_it:
+        from survey.environments.targets import Target
+        from survey.evidence.ingest import ingest
+
+        t = Target(python or image or "", "interpreter" if python else "image", None)
+        name = t.name_for(resolved)
+        spec = {"python": python} if python else {"image": image}
+        with open_store(db).session() as s:
+            res = ingest(s, raw, candidate=name, label=name, kind=launcher.kind, spec=spec, resolved=resolved,
+                         source="probe")
+        err.print(f"stored as run #{res.run_id} (candidate {name})" if res.created
+                  else f"already stored as run #{res.run_id}")
+    if not has_triton:
+        err.print(f"[yellow]no Triton in {launcher.describe()}[/] (the report says what was found)")
+        raise typer.Exit(exitcodes.NO_TRITON)
+
+
+@app.command("ingest")
+def ingest_cmd(
+    reports: Annotated[list[Path], typer.Argument(help="probe report JSON files")],
+    candidate: Annotated[Optional[str], typer.Option(
+        help="file it under this candidate (a catalog name publishes it; default: a name from its origin)")] = None,
+    label: Annotated[Optional[str], typer.Option(help="the candidate's docs label")] = None,
+    db: DbOpt = None,
+) -> None:
+    """Store reports produced elsewhere (a GPU host, a CI job), each on the platform it ran on."""
+    from survey.evidence.ingest import ingest, validate
+
+    payloads = []
+    for path in reports:
+        try:
+            raw = path.read_bytes()
+        except OSError as e:
+            raise InputError(f"{path}: {e.strerror}")
+        try:
+            validate(raw)
+        except InputError as e:
+            raise type(e)(f"{path}: {e.message}", field=e.field, hint="nothing was stored")
+        payloads.append((path, raw))
+    store = open_store(db)
+    for path, raw in payloads:
+        with store.session() as s:
+            res = ingest(s, raw, candidate=candidate, label=label, source="ingest")
+        if res.created:
+            out.print(f"{path}: stored as run #{res.run_id} (candidate {res.candidate})", markup=False)
+        elif res.note:
+            out.print(f"{path}: {res.note}", markup=False)
+        else:
+            out.print(f"{path}: already stored as run #{res.run_id} (candidate {res.candidate}); nothing added",
+                      markup=False)
+
+
+@app.command()
+def schema(
+    write: Annotated[Optional[Path], typer.Option(help="write the schema here instead of stdout")] = None,
+) -> None:
+    """Print the probe report's JSON Schema."""
+    from survey.evidence.report import json_schema
+
+    text = json.dumps(json_schema(), indent=1, sort_keys=True) + "\n"
+    if write:
+        try:
+            write.write_text(text)
+        except OSError as e:
+            raise InputError(f"{write}: cannot write it: {e.strerror}")
+    else:
+        sys.stdout.write(text)

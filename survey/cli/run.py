@@ -1,0 +1,169 @@
+"""``survey run``: survey the catalog (or aorta's environments, or a Ray fleet) and store the evidence."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Any, Optional
+
+import typer
+from rich.markup import escape
+
+from survey.cli.app import DbOpt, TimeoutOpt, app, err, open_store, out
+from survey.core.errors import InputError, UsageProblem
+
+
+@app.command()
+def run(
+    catalog: Annotated[Optional[Path], typer.Option(help="candidate catalog (TOML); default: the built-in one")] = None,
+    db: DbOpt = None,
+    only: Annotated[Optional[list[str]], typer.Option("--only", help="survey only these candidates")] = None,
+    jobs: Annotated[int, typer.Option(help="candidates obtained and probed at once")] = 2,
+    force: Annotated[bool, typer.Option(help="probe again even when nothing changed")] = False,
+    retry_unobtainable: Annotated[bool, typer.Option(
+        help="try unobtainable candidates again now (default: after 6 hours)")] = False,
+    timeout: TimeoutOpt = 60.0,
+    engine: Annotated[Optional[str], typer.Option(help="container engine: podman or docker (default: detect)")] = None,
+    pull: Annotated[str, typer.Option(help="image pull policy: never, missing, always")] = "missing",
+    table: Annotated[bool, typer.Option(help="print the Availability table at the end")] = True,
+    aorta_environments: Annotated[Optional[list[Path]], typer.Option(
+        "--aorta-environments", metavar="FILE",
+        help="survey aorta's environments (venvs, images) with this sidecar file's added, as candidates "
+             "aorta:NAME (repeatable; the catalog only with --catalog)")] = None,
+    aorta_registry: Annotated[bool, typer.Option(
+        "--aorta-registry", help="survey aorta's environments (built-ins and entry points) without a sidecar "
+                                 "file")] = False,
+    ray: Annotated[Optional[str], typer.Option(
+        "--ray", metavar="ADDRESS",
+        help="survey a Ray cluster (auto: the one this machine belongs to, HOST:6379, ray://HOST:10001): each "
+             "candidate is probed on the nodes that offer the platforms its catalog entry names (`survey platform` "
+             "on a node prints how it offers its own); this machine stores the reports")] = None,
+) -> None:
+    """Survey every candidate of the catalog (or aorta's environments) and store the evidence."""
+    from survey.environments import catalog as catalog_mod
+    from survey.render import docs_table
+    from survey.render import table as table_mod
+    with_aorta = bool(aorta_environments) or aorta_registry
+    if ray is not None and with_aorta:
+        raise UsageProblem("--ray surveys the catalog's candidates; survey aorta's environments without it")
+    cat = catalog_mod.load(catalog)
+    entries = list(enumerate(cat.candidate)) if catalog is not None or not with_aorta else []
+    aorta: list[Any] = []
+    if with_aorta:
+        from survey.aorta.environments import load_environments
+        from survey.aorta.targets import AortaTarget
+
+        aorta = [AortaTarget(env, engine=engine, pull=pull) for env in load_environments(aorta_environments or None)
+                 .values()]
+    if only:
+        only = [o.removeprefix("aorta:") for o in only] if aorta else only  # catalog names hold no ':'
+        known = [e.name for _, e in entries] + [t.env.name for t in aorta]
+        unknown = sorted(set(only) - set(known))
+        if unknown:
+            what = "in the catalog" if not aorta else "among the catalog's or aorta's environments" if entries \
+                else "among aorta's environments"
+            raise InputError(f"not {what}: {', '.join(unknown)}", hint=f"known: {', '.join(known)}")
+        entries = [(i, e) for i, e in entries if e.name in only]
+        aorta = [t for t in aorta if t.env.name in only]
+    for t in [t for t in aorta if t.unusable is not None]:
+        err.print(f"{t.name}: skipped ({t.unusable})", markup=False, highlight=False)
+    aorta = [t for t in aorta if t.unusable is None]
+    ahead: dict[str, Any] = {}
+    if ray is None and all(e.platforms is None for _, e in entries):
+        # The first interpreters the survey will ask are asked now, while the store and the rest load.
+        from survey.environments.launchers.python import PythonLauncher
+
+        for _, e in entries[:max(1, jobs)]:
+            if e.kind == "python" and e.python:
+                ahead[e.name] = PythonLauncher(e.python)
+                ahead[e.name].prefetch()
+    from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+
+    from survey.flows.run import RETRY_AFTER_S, Outcome, ProbeSettings, run_survey
+
+    store = open_store(db)
+    settings = ProbeSettings(timeout=timeout, force=force, retry_after_s=0.0 if retry_unobtainable else RETRY_AFTER_S)
+    colors = {"probed": "green", "unchanged": "cyan", "unobtainable": "yellow", "failed": "red",
+              "not run": "magenta"}
+    if ray is not None:
+        from survey.flows import fleet
+
+        with fleet.connected(ray), Progress(
+                SpinnerColumn(), TextColumn("[bold]{task.fields[name]}"), BarColumn(bar_width=20),
+                TextColumn("{task.description}"), TimeElapsedColumn(), console=err, transient=False) as progress:
+            bars: dict[str, Any] = {}
+
+            def on_plan(names: list[str]) -> None:
+                width = max((len(n) for n in names), default=0)
+                for n in names:
+                    bars[n] = progress.add_task("waiting", total=1, name=escape(n.ljust(width)))
+
+            def on_row(row: str, msg: str) -> None:
+                progress.update(bars[row], description=escape(msg[:100]))
+
+            def on_fleet_done(o: fleet.FleetOutcome) -> None:
+                first = o.message.strip().splitlines()[0] if o.message.strip() else ""
+                run_ref = f" run #{o.run_id}" if o.run_id else ""
+                progress.update(bars[o.row], completed=1, description=f"[{colors.get(o.status, 'white')}]{o.status}"
+                                f"[/]{run_ref} {escape(first[:140])}")
+
+            done = fleet.run_fleet(store, entries, settings=settings, jobs=jobs, engine=engine, pull=pull,
+                                   on_plan=on_plan, on_update=on_row, on_done=on_fleet_done,
+                                   warn=lambda m: err.print(f"[yellow]warning:[/] {escape(m)}"))
+        tally: dict[str, int] = {}
+        for fo in done:
+            tally[fo.status] = tally.get(fo.status, 0) + 1
+        err.print("survey: " + (", ".join(f"{n} {k}" for k, n in sorted(tally.items())) or "nothing to survey")
+                  + f"  (store: {store.url})")
+        pairs = sorted({(fo.platform, fo.measured or "") for fo in done if fo.mismatch})
+        for advertised, measured in pairs:
+            err.print(f"[yellow]note:[/] nodes offering {escape(advertised)} measured {escape(measured)}; reports "
+                      "are filed under the platform they measured")
+        if table:
+            with store.session() as s:
+                table_rows = docs_table.table_rows(s)
+            out.print(table_mod.render(table_mod.frame(table_rows, docs_table.columns(table_rows)), "md"),
+                      markup=False, highlight=False, soft_wrap=True, end="")
+        return
+    if any(e.platforms is not None for _, e in entries):
+        from survey.evidence.identity import local_platform
+
+        here = local_platform().key
+        for _, e in entries:
+            if not e.runs_on(here):
+                err.print(f"{escape(e.name)}: [magenta]not run[/]: its catalog entry names the platforms "
+                          f"{escape(', '.join(e.platforms or []))}, and this host is {escape(here)} "
+                          "(survey a fleet with --ray)")
+        entries = [(i, e) for i, e in entries if e.runs_on(here)]
+    with Progress(SpinnerColumn(), TextColumn("[bold]{task.fields[name]:<28}"), BarColumn(bar_width=None),
+                  TextColumn("{task.description}"), TimeElapsedColumn(), console=err,
+                  transient=False) as progress:
+        names = [e.name for _, e in entries] + [t.name for t in aorta]
+        tasks = {n: progress.add_task("waiting", total=1, name=n) for n in names}
+
+        def on_update(name: str, msg: str) -> None:
+            progress.update(tasks[name], description=msg)
+
+        def on_done(o: Outcome) -> None:
+            c = colors.get(o.status, "white")
+            first = o.message.strip().splitlines()[0] if o.message.strip() else ""
+            run_ref = f" run #{o.run_id}" if o.run_id else ""
+            progress.update(tasks[o.name], completed=1,
+                            description=f"[{c}]{o.status}[/]{run_ref} {escape(first[:90])}")
+
+        outcomes = run_survey(store, entries, jobs=jobs, settings=settings, engine=engine, pull=pull,
+                              on_update=on_update, on_done=on_done, launchers=ahead) if entries else []
+        if aorta:
+            from survey.aorta.targets import survey_targets
+
+            outcomes += survey_targets(store, aorta, jobs=jobs, settings=settings, on_update=on_update,
+                                       on_done=on_done)
+    counts: dict[str, int] = {}
+    for o in outcomes:
+        counts[o.status] = counts.get(o.status, 0) + 1
+    err.print("survey: " + (", ".join(f"{n} {k}" for k, n in sorted(counts.items())) or "nothing to survey")
+              + f"  (store: {store.url})")
+    if table:
+        with store.session() as s:
+            rows = docs_table.table_rows(s, "all" if aorta else "catalog")
+        out.print(table_mod.render(table_mod.frame(rows, docs_table.columns(rows)), "md"), markup=False,
+                  highlight=False, soft_wrap=True, end="")

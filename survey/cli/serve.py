@@ -1,0 +1,43 @@
+"""``survey serve`` and ``survey publish``: the only commands that load the service (api/)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from survey.cli.app import DbOpt, app, err, open_store
+from survey.core.errors import InputError
+
+
+@app.command()
+def serve(
+    db: DbOpt = None,
+    host: Annotated[str, typer.Option(help="address to listen on")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(help="port")] = 8000,
+    workers: Annotated[int, typer.Option(help="processes serving the one port (a store file or PostgreSQL; each "
+                                              "worker answers what the store holds now)")] = 1,
+) -> None:
+    """Serve the matrix and the evidence over HTTP (FastAPI, uvicorn)."""
+    from api import serve as serving
+
+    serving.check_port(port)  # exit 64; a port in use: exit 69 (api.serve); --workers outside 1-64: 64
+    serving.serve(lambda: open_store(db), host, port, workers)
+
+
+@app.command()
+def publish(
+    directory: Annotated[Path, typer.Argument(help="where to write the site (replaced whole)")],
+    db: DbOpt = None,
+) -> None:
+    """Write the matrix, candidates and runs as static files any static host can serve."""
+    from api.publish import publish as publish_site
+
+    store = open_store(db, create=False)
+    try:
+        res = publish_site(store, directory)
+    except OSError as e:
+        raise InputError(f"{directory}: cannot write the site there: {e.strerror or e}")
+    err.print(f"{directory}: {res.pages} files, {res.bytes / 1e6:.1f} MB"
+              + (f"; not published: {', '.join(res.skipped[:5])}" if res.skipped else ""), markup=False)

@@ -1,0 +1,156 @@
+"""Ship the probe into a target interpreter on stdin and collect its report.
+
+The same path serves an interpreter on this host, a fresh venv and a container
+(the launcher supplies the command prefix: ``[python]`` or
+``[podman, run, --rm, -i, ..., image, python3]``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import signal
+import tempfile
+import threading
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from probes import bundle as probe_bundle
+from probes import cli as probe_cli
+from probes import runner
+from probes import stubs as probe_stubs
+from survey.core import paths as cache
+from survey.core.errors import NotAPython, ProbeFailed
+
+BOOTSTRAP = probe_cli.BOOTSTRAP
+
+
+@dataclass
+class BundleOutput:
+    exit_code: int | None
+    stdout: bytes
+    stderr: str
+    timed_out: bool
+    duration_s: float
+
+
+_bundle_lock = threading.Lock()
+_bundle_cache: dict[str, bytes] = {}
+
+
+def prebuilt_stubs() -> Path | None:
+    """Stub libraries compiled once on this host (for this host's architecture),
+    cached by the hash of their sources. None when there is no compiler here."""
+    src = Path(probe_bundle.package_dir()) / "stubs"
+    h = hashlib.sha256()
+    for name in probe_stubs.SOURCES:
+        h.update((src / name).read_bytes())
+    out = cache.root() / "stubs" / h.hexdigest()[:16]
+    if all((out / s).exists() for s, _ in probe_stubs.STUBS):
+        return out
+    cc = probe_stubs.find_compiler(dict(os.environ))
+    if cc is None:
+        return None
+    tmp = Path(tempfile.mkdtemp(prefix="stubs-", dir=cache.root()))
+    built, _errors = probe_stubs.compile_stubs(str(src), str(tmp), cc)
+    if len(built) != len(probe_stubs.STUBS):
+        return None
+    out.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        os.replace(tmp, out)
+    except OSError:  # another process won the race
+        pass
+    return out if out.exists() else None
+
+
+def bundle_bytes(with_stubs: bool = True) -> bytes:
+    key = "stubs" if with_stubs else "plain"
+    with _bundle_lock:
+        if key not in _bundle_cache:
+            pre = prebuilt_stubs() if with_stubs else None
+            _bundle_cache[key] = probe_bundle.build(str(pre) if pre else None)
+        return _bundle_cache[key]
+
+
+def run_bundle(
+    prefix: Sequence[str],
+    args: Sequence[str],
+    timeout: float,
+    *,
+    env: dict[str, str] | None = None,
+    on_timeout: Callable[[], None] | None = None,
+    with_stubs: bool = True,
+) -> BundleOutput:
+    """Run ``prefix -c BOOTSTRAP <args>`` with the bundle on stdin."""
+
+    argv = [*prefix, "-c", BOOTSTRAP, *args]
+    res = runner.run(argv, env, timeout, stdin_data=bundle_bytes(with_stubs), on_timeout=on_timeout,
+                     keep_stdout=True)
+    if res.get("spawn_error"):
+        raise NotAPython(f"cannot run {prefix[0]}: {res['spawn_error'].split(': ', 1)[-1]}")
+    return BundleOutput(res["exit_code"], res["stdout"], res["stderr"], res["timed_out"], res["duration_s"])
+
+
+def _tail(text: str, n: int = 12) -> str:
+    return "\n".join(text.strip().splitlines()[-n:])
+
+
+def probe_args(
+    timeout: float,
+    captures: Sequence[str] = (),
+    auto_capture: bool = True,
+    only: Sequence[str] = (),
+    jobs: int | None = None,
+    stubs: bool = True,
+    capture_size: int | None = None,
+    capture_iters: int | None = None,
+    repeats: int | None = None,
+) -> list[str]:
+    args = ["probe", "--timeout", str(timeout)]
+    if repeats is not None:
+        args += ["--repeats", str(repeats)]
+    for c in captures:
+        args += ["--capture", c]
+    if not auto_capture:
+        args.append("--no-auto-capture")
+    for o in only:
+        args += ["--only", o]
+    if jobs:
+        args += ["--jobs", str(jobs)]
+    if not stubs:
+        args.append("--no-stubs")
+    if capture_size:
+        args += ["--capture-size", str(capture_size)]
+    if capture_iters:
+        args += ["--capture-iters", str(capture_iters)]
+    return args
+
+
+def overall_timeout(check_timeout: float) -> float:
+    """The whole probe: generous (checks run in parallel, captures compile kernels)."""
+    return max(120.0, check_timeout * 8 + 600)
+
+
+def collect_report(out: BundleOutput, what: str) -> tuple[bytes, bool]:
+    """The report bytes, and whether Triton was found. Raises for everything else."""
+    if out.timed_out:
+        raise ProbeFailed(f"the probe in {what} did not finish within its overall timeout and was killed",
+                          hint=_tail(out.stderr) or None)
+    code = out.exit_code
+    if code == probe_cli.EXIT_OLD_PYTHON:
+        raise NotAPython(f"{what}: {_tail(out.stderr, 3)}")
+    if code is not None and code < 0:
+        raise ProbeFailed(f"the probe in {what} was killed by {signal.Signals(-code).name}",
+                          hint=_tail(out.stderr) or None)
+    if code in (probe_cli.EXIT_OK, probe_cli.EXIT_NO_TRITON):
+        try:
+            data = json.loads(out.stdout)
+        except ValueError:
+            raise ProbeFailed(f"the probe in {what} exited {code} but printed no JSON report",
+                              hint=_tail(out.stderr) or None)
+        if not isinstance(data, dict) or "schema_version" not in data:
+            raise ProbeFailed(f"the probe in {what} printed JSON that is not a probe report")
+        return out.stdout, code == probe_cli.EXIT_OK
+    raise ProbeFailed(f"the probe in {what} exited with code {code}", hint=_tail(out.stderr) or None)

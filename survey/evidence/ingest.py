@@ -1,0 +1,353 @@
+"""Write evidence into the store: whole reports, in one transaction each.
+
+A report is validated before anything is written; the run, the report (its
+canonical JSON: exactly the text that was validated and hashed) and its normalised
+rows go in together or not at all. The same report twice is recognised by its hash
+and adds nothing. A run is filed under its environment and its platform, both
+derived from the report alone (``survey/evidence/identity.py``), and under a candidate: the
+catalog's name, a name the user gave, or one derived from the report's origin.
+
+Writers race (several uploads, a survey, a fleet driver): rows that more than one
+writer may create (candidate, environment, platform) are looked up, inserted, and
+on a unique-constraint conflict the whole transaction is retried, finding the
+other writer's row.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+from dataclasses import dataclass
+from typing import Any
+
+from sqlalchemy import func, select
+from sqlalchemy.exc import IntegrityError, OperationalError
+from sqlalchemy.orm import Session
+
+from db import models as m
+from probes import records
+from survey.core import errortext, names
+from survey.core.errors import InvalidReport
+from survey.evidence import identity
+from survey.evidence.identity import Resolved
+from survey.evidence.report import Report, ReportError, canonical_json, parse_report
+
+MATRIX_VERSION = "matrix_version"
+RETRIES = 5
+CATALOG, ADHOC = "catalog", "adhoc"
+
+
+@dataclass
+class IngestResult:
+    run_id: int
+    created: bool
+    candidate: str
+    note: str | None = None
+
+
+def _parse_time(text: str | None) -> dt.datetime | None:
+    if not text:
+        return None
+    try:
+        t = dt.datetime.fromisoformat(text)
+    except ValueError:
+        return None
+    # In UTC: SQLite keeps no offset, so 18:21+05:00 stored as is would read back as 18:21+00:00.
+    return t.astimezone(dt.UTC) if t.tzinfo else t.replace(tzinfo=dt.UTC)
+
+
+def validate(raw: bytes | str) -> tuple[Report, dict[str, Any], str]:
+    """Parse and validate a report; returns (model, data, hash of its canonical JSON)."""
+    try:
+        report, data = parse_report(raw)
+    except ReportError as e:
+        raise InvalidReport(str(e), field=e.field) from e
+    return report, data, hashlib.sha256(canonical_json(data)).hexdigest()
+
+
+def default_candidate_name(report: Report) -> str:
+    """A name for a report stored without one: how its origin was named, else
+    where it says it ran. Always a valid name (survey/core/names.py)."""
+    origin = report.origin
+    if origin is not None:
+        if origin.kind == "interpreter" and origin.interpreter:
+            return names.derived(f"python:{origin.interpreter.get('prefix') or origin.target}")
+        if origin.kind == "image" and origin.image:
+            return names.derived(f"image:{origin.image.get('reference') or origin.target}")
+        if origin.kind == "pip" and origin.pip:
+            return names.derived("pip:" + " ".join(origin.pip.get("requirements") or [str(origin.target)]))
+    env = report.environment
+    host = env.platform.hostname or "unknown-host"
+    return names.derived(f"{host}:python:{env.python.prefix or env.python.executable or '?'}")
+
+
+def check_name(name: str, field: str = "candidate") -> str:
+    why = names.problem(name)
+    if why:
+        raise InvalidReport(f"{field}: {why}", field=field)
+    return name
+
+
+def _pinned(spec: dict[str, Any] | None) -> dict[str, str]:
+    reqs = (spec or {}).get("pip")
+    out = {}
+    for r in [reqs] if isinstance(reqs, str) else (reqs or []):
+        if isinstance(r, str) and "==" in r and "@" not in r:
+            n, v = r.split("==", 1)
+            out[n.strip().lower().replace("_", "-")] = v.strip()
+    return out
+
+
+def check_matches_candidate(cand: m.Candidate, report: Report) -> None:
+    """A report filed under a catalog candidate must have measured what it pins."""
+    have = {d.name.lower().replace("_", "-"): d.version for d in report.environment.distributions}
+    for name, version in _pinned(cand.spec).items():
+        if name in have and have[name] != version:
+            raise InvalidReport(
+                f"candidate {cand.name!r} is {name}=={version}, but the report measured {name} {have[name]}",
+                field="candidate", hint="file it under another candidate name (or none: one is derived)")
+
+
+def upsert_candidate(
+    s: Session,
+    name: str,
+    *,
+    label: str | None,
+    kind: str,
+    spec: dict[str, Any] | None = None,
+    position: int | None = None,
+    update_kind: bool = True,
+    scope: str | None = None,
+) -> m.Candidate:
+    """The candidate row, created or brought up to date with its catalog entry.
+
+    ``scope`` catalog promotes an ad-hoc candidate into the catalog; None keeps a
+    stored candidate's scope and makes a new one ad hoc."""
+    cand = s.scalar(select(m.Candidate).where(m.Candidate.name == name))
+    if cand is None:
+        if position is None:  # after every catalog entry
+            position = (s.scalar(select(func.max(m.Candidate.position))) or 0) + 1000
+        cand = m.Candidate(name=name, label=label or name, kind=kind, spec=spec or {}, position=position,
+                           scope=scope or ADHOC)
+        s.add(cand)
+        s.flush()
+        return cand
+    changed = False
+    updates = (("label", label), ("kind", kind if update_kind else None), ("spec", spec), ("position", position),
+               ("scope", scope))
+    for attr, value in updates:
+        if value is not None and getattr(cand, attr) != value:
+            setattr(cand, attr, value)
+            changed = True
+    if changed:
+        cand.updated_at = m.utcnow()
+        bump_matrix_version(s)
+    return cand
+
+
+def platform_row(s: Session, p: identity.PlatformId) -> m.Platform:
+    row = s.scalar(select(m.Platform).where(m.Platform.key == p.key))
+    if row is None:
+        row = m.Platform(key=p.key, vendor=p.vendor, model=p.model, arch=p.arch)
+        s.add(row)
+        s.flush()
+    return row
+
+
+def environment_row(s: Session, report: Report) -> m.Environment:
+    env = identity.environment_of(report)
+    row = s.scalar(select(m.Environment).where(m.Environment.identity == env.identity))
+    if row is None:
+        digest = env.doc.get("digest") or env.doc.get("image_id") if env.kind == "image" else None
+        row = m.Environment(
+            identity=env.identity, kind=env.kind, label=env.label[:400], resolved=env.doc,
+            image_digest=digest, triton_distribution=report.environment.triton.distribution,
+            triton_version=report.environment.triton.version,
+        )
+        s.add(row)
+        s.flush()
+    return row
+
+
+def bump_matrix_version(s: Session) -> None:
+    row = s.scalar(select(m.Meta).where(m.Meta.key == MATRIX_VERSION))
+    stamp = f"{dt.datetime.now(dt.UTC).timestamp():.6f}"
+    if row is None:
+        s.add(m.Meta(key=MATRIX_VERSION, value=stamp))
+    else:
+        row.value = stamp
+
+
+_MODE_COLUMNS = [c for c in records.fields("mode_result") if c in m.ModeRow.__table__.c]
+
+
+def _text(value: Any) -> Any:
+    """NUL shown as U+2400 inside values bound for JSON columns too, as
+    ``db.models.String``/``Text`` show it in text columns (one character for one;
+    the stored report keeps the original, escaped by JSON)."""
+    if isinstance(value, str):
+        return value.replace("\x00", "\u2400")
+    if isinstance(value, list):
+        return [_text(v) for v in value]
+    if isinstance(value, dict):
+        return {_text(k): _text(v) for k, v in value.items()}
+    return value
+
+
+def _store_rows(s: Session, run: m.Run, report: Report) -> None:
+    for e in report.modes:
+        data = _text(e.model_dump())
+        s.add(m.ModeRow(run_id=run.id, **{c: data[c] for c in _MODE_COLUMNS}))
+    for lib in report.libraries:
+        s.add(m.LibraryRow(run_id=run.id, name=_text(lib.name), backends=_text(lib.backends), loads=lib.loads,
+                           error=_text(lib.error), versioned_only=lib.versioned_only, fix=_text(lib.fix),
+                           candidates=_text([c.model_dump() for c in lib.candidates])))
+    for c in report.captures:
+        s.add(m.CaptureRow(
+            run_id=run.id, backend=_text(c.backend), mode=_text(c.mode), outcome=c.outcome, exit_code=c.exit_code,
+            message=_text(c.message), max_abs_err=c.max_abs_err, loop_s=c.loop_s, duration_s=c.duration_s,
+            kernel_count=c.kernel_count, gpu_time_ns=c.gpu_time_ns, top_kernel=_text(c.top_kernel),
+            top_kernel_time_ns=c.top_kernel_time_ns,
+            artifact_sha256=c.artifact.sha256 if c.artifact else None,
+            artifact_bytes=c.artifact.bytes if c.artifact else None,
+        ))
+
+
+def _existing(s: Session, digest: str, name: str) -> IngestResult | None:
+    run = s.scalar(select(m.Run).where(m.Run.report_hash == digest))
+    if run is None:
+        return None
+    note = None
+    if run.candidate.name != name:
+        note = f"this report is already stored as run #{run.id} under candidate {run.candidate.name!r}; nothing added"
+    return IngestResult(run.id, False, run.candidate.name, note)
+
+
+def ingest(
+    s: Session,
+    raw: bytes | str,
+    *,
+    candidate: str | None = None,
+    label: str | None = None,
+    kind: str = "ingested",
+    spec: dict[str, Any] | None = None,
+    position: int | None = None,
+    resolved: Resolved | None = None,
+    source: str = "ingest",
+    scope: str | None = None,
+) -> IngestResult:
+    """Store one report. Commits on success; rolls back (writing nothing) on error.
+
+    ``scope`` catalog files it as published catalog evidence (``survey run``);
+    otherwise a new candidate is ad hoc and a stored one keeps its scope."""
+    report, data, digest = validate(raw)
+    if resolved is not None and report.origin is None:
+        raise InvalidReport("a report from a launcher must carry its origin", field="origin")
+    name = check_name(candidate) if candidate else default_candidate_name(report)
+    if label is not None and names.problem(label, "label", names.MAX_LABEL):
+        raise InvalidReport(f"label: {names.problem(label, 'label', names.MAX_LABEL)}", field="label")
+    text = canonical_json(data).decode("utf-8")
+    platform = identity.platform_of(report)
+    for attempt in range(RETRIES):
+        try:
+            existing = _existing(s, digest, name)
+            if existing is not None:
+                s.rollback()
+                return existing
+            cand = upsert_candidate(s, name, label=label, kind=kind, spec=spec, position=position,
+                                    update_kind=spec is not None, scope=scope)
+            check_matches_candidate(cand, report)
+            envrow = environment_row(s, report)
+            prow = platform_row(s, platform)
+            env = report.environment
+            run = m.Run(
+                candidate=cand, environment=envrow, platform=prow, platform_detail=platform.detail,
+                status="complete", source=source,
+                started_at=_parse_time(report.probe.started_at),
+                finished_at=_parse_time(report.probe.finished_at) or m.utcnow(),
+                host=names.derived(env.platform.hostname, 200) if env.platform.hostname else None,
+                probe_version=report.probe.version[:40], schema_version=report.schema_version, report_hash=digest,
+                triton_version=(env.triton.version or None) and env.triton.version[:100],
+                image_digest=envrow.image_digest, profilers=report.registry.profilers,
+                cli_backends=report.registry.cli_backends,
+            )
+            s.add(run)
+            s.flush()
+            s.add(m.Report(run_id=run.id, raw=text, sha256=digest))
+            _store_rows(s, run, report)
+            bump_matrix_version(s)
+            s.commit()
+            return IngestResult(run.id, True, name)
+        except (IntegrityError, OperationalError) as e:
+            # Another writer created the same candidate/environment/platform (or
+            # stored this very report) first; the next attempt finds its rows.
+            s.rollback()
+            if attempt == RETRIES - 1 or (isinstance(e, OperationalError) and "locked" not in str(e)):
+                raise
+        except BaseException:
+            s.rollback()
+            raise
+    raise AssertionError("unreachable")  # pragma: no cover
+
+
+def record_failure(
+    s: Session,
+    name: str,
+    *,
+    label: str | None,
+    kind: str,
+    spec: dict[str, Any] | None,
+    position: int | None,
+    error: str,
+    platform: identity.PlatformId,
+    status: str = "unobtainable",
+    scope: str | None = None,
+) -> tuple[int, bool]:
+    """Store that a candidate could not be obtained (or its probe failed) on this
+    platform, with the raw error. Returns (run id, new?).
+
+    An attempt whose normalised error equals the last one's is a retry of it: its
+    count and time go up, nothing else changes, and the matrix version stays."""
+    key = errortext.normalise(error)
+    for attempt in range(RETRIES):
+        try:
+            cand = upsert_candidate(s, name, label=label, kind=kind, spec=spec, position=position, scope=scope)
+            prow = platform_row(s, platform)
+            last = s.scalar(select(m.Run).where(m.Run.candidate_id == cand.id, m.Run.platform_id == prow.id)
+                            .order_by(m.Run.id.desc()).limit(1))
+            now = m.utcnow()
+            if last is not None and last.status == status and (last.error_key or errortext.normalise(last.error)) \
+                    == key:
+                last.tries = (last.tries or 1) + 1
+                last.last_tried_at = now
+                s.commit()
+                return last.id, False
+            run = m.Run(candidate=cand, platform=prow, platform_detail=platform.detail, status=status,
+                        source="survey", finished_at=now, last_tried_at=now, tries=1, error=error, error_key=key)
+            s.add(run)
+            s.flush()
+            bump_matrix_version(s)
+            s.commit()
+            return run.id, True
+        except IntegrityError:
+            s.rollback()
+            if attempt == RETRIES - 1:
+                raise
+        except BaseException:
+            s.rollback()
+            raise
+    raise AssertionError("unreachable")  # pragma: no cover
+
+
+def find_unchanged(s: Session, name: str, identity_hash: str, probe_version: str, platform_key: str) -> m.Run | None:
+    """A complete run of this candidate for the same environment, platform and probe version."""
+    return s.scalar(
+        select(m.Run)
+        .join(m.Candidate)
+        .join(m.Environment, m.Run.environment_id == m.Environment.id)
+        .join(m.Platform, m.Run.platform_id == m.Platform.id)
+        .where(m.Candidate.name == name, m.Environment.identity == identity_hash, m.Run.status == "complete",
+               m.Run.probe_version == probe_version, m.Platform.key == platform_key)
+        .order_by(m.Run.id.desc())
+        .limit(1)
+    )

@@ -1,0 +1,388 @@
+"""``survey check``: will (backend, mode) run in TARGET, on this platform?
+
+Three questions, answered apart, because they have three different fixes:
+
+- ``backend_present``: does this build have the backend (registry, ``-b`` choices,
+  ``proton.start`` itself)?
+- ``mode_accepted``: does the build accept the mode (live, or from the stub-library
+  rerun where the real library failed first)?
+- ``library_loads``: do the shared libraries Proton loads for this backend load
+  (which soname, and the fix)?
+
+and one ``verdict`` (runs | cannot_run | not_enough_evidence) with its ``cause``,
+which never contradicts them: where the library fails first and the stub shows the
+mode refused, the cause is ``mode_refused`` - providing the library would not make
+it run - and both are said.
+
+The answer comes from stored evidence for the environment *as it is now*: TARGET is
+resolved again (a pinned venv, a local image digest: no network), and probed first
+when this environment has no evidence on this platform. ``platform=KEY`` answers
+from the evidence of another platform (a GPU host's, ingested) without resolving.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy.orm import Session
+
+from db import models as m
+from db.store import Store
+from probes import PROBE_VERSION
+from probes import outcomes as O
+from survey.core import errortext, exitcodes
+from survey.core.errors import TargetError, UnknownTarget
+from survey.environments import catalog as catalog_mod
+from survey.environments import targets
+from survey.environments.launchers import Launcher
+from survey.evidence import identity, queries
+from survey.evidence.identity import Resolved
+from survey.evidence.ingest import find_unchanged
+from survey.evidence.queries import age_text, iso, mode_label
+from survey.verdicts import matrix as survey_matrix
+from survey.verdicts.modes import ModeVerdict, run_verdicts
+
+YES, NO, UNKNOWN, NOT_APPLICABLE = "yes", "no", "unknown", "not_applicable"
+CAUSES = ("no_triton", "backend_absent", "mode_refused", "library_missing", "capture_failed", "capture_empty",
+          "disabled", "devices_env_rejected", "unstable", "crashed", "hung", "unrecognised_error", "no_gpu",
+          "not_checked", "not_probed", "unobtainable")
+
+
+@dataclass
+class Answer:
+    answer: str  # yes | no | unknown | not_applicable
+    basis: str  # how we know
+    source: str | None = None  # registry | cli | live | stub | libraries
+    library: str | None = None
+    fix: str | None = None
+
+
+@dataclass
+class CheckResult:
+    exit_code: int
+    verdict: str  # runs | cannot_run | not_enough_evidence
+    cause: str | None  # one of CAUSES; None when it runs
+    reason: str
+    fix: str | None
+    target: str
+    backend: str
+    mode: str | None
+    backend_present: Answer = field(default_factory=lambda: Answer(UNKNOWN, "not measured"))
+    mode_accepted: Answer = field(default_factory=lambda: Answer(UNKNOWN, "not measured"))
+    library_loads: Answer = field(default_factory=lambda: Answer(UNKNOWN, "not measured"))
+    candidate: str | None = None
+    environment: str | None = None
+    platform: str | None = None
+    run_id: int | None = None
+    evidence_date: str | None = None
+    evidence_age: str | None = None
+    live_outcome: str | None = None
+    details: list[str] = field(default_factory=list)
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+# ----------------------------------------------------------------- the three questions
+def backend_present(run: m.Run, backend: str, v: ModeVerdict | None) -> Answer:
+    if run.profilers is not None:
+        ok = backend in run.profilers
+        return Answer(YES if ok else NO, f"libproton.get_available_profilers() {'lists' if ok else 'lacks'} it",
+                      "registry")
+    if run.cli_backends is not None:
+        ok = backend in run.cli_backends
+        return Answer(YES if ok else NO, f"the proton CLI's -b choices {'list' if ok else 'lack'} it", "cli")
+    if v is not None and v.verdict == "absent":
+        return Answer(NO, f"proton.start: {v.message}", "live")
+    return Answer(UNKNOWN, "neither the registry nor the CLI choices were read")
+
+
+def mode_accepted(v: ModeVerdict | None) -> Answer:
+    if v is None:
+        return Answer(UNKNOWN, "not checked by the probe")
+    if v.verdict == "accepted":
+        return Answer(YES, v.reason, v.source)
+    if v.verdict == "refused":
+        return Answer(NO, v.reason, v.source)
+    if v.verdict == "absent":
+        return Answer(NOT_APPLICABLE, "the backend is absent")
+    return Answer(UNKNOWN, v.reason, v.source)
+
+
+def library_loads(run: m.Run, backend: str, v: ModeVerdict | None) -> Answer:
+    libs = [lib for lib in run.libraries if backend in (lib.backends or [])]
+    missing = [lib for lib in libs if lib.loads is False]
+    if v is not None and v.outcome == O.LIBRARY_MISSING and v.library:
+        row = next((lib for lib in run.libraries if lib.name == v.library), None)
+        return Answer(NO, f"Proton could not load `{v.library}`: {v.message}", "live", v.library,
+                      (row.fix if row is not None and row.fix else f"provide `{v.library}` on the loader path"))
+    if missing:
+        lib = missing[0]
+        return Answer(NO, f"`{lib.name}` does not load: {lib.error}", "libraries", lib.name, lib.fix)
+    if libs and all(lib.loads for lib in libs):
+        return Answer(YES, ", ".join(f"`{lib.name}` loads" for lib in libs), "libraries")
+    if not libs:
+        return Answer(NOT_APPLICABLE, "libproton.so names no library for this backend")
+    return Answer(UNKNOWN, "the library look-up did not complete")
+
+
+# ----------------------------------------------------------------- where else
+def _measured_builds(s: Session, keep: Callable[[dict[str, Any]], bool], note_stub: bool = False) -> list[str]:
+    """Catalog candidates (per platform) whose latest complete run has a check ``keep``
+    accepts (a matrix row: ``survey.verdicts.matrix``, which reads each report's checks once)."""
+    out: dict[tuple[str, str | None], str] = {}
+    for r in survey_matrix.matrix(s, scope="catalog"):
+        if r["status"] != "measured" or (r["candidate"], r["platform"]) in out or not keep(r):
+            continue
+        stub = ", stub-derived" if note_stub and r["verdict_source"] == "stub" else ""
+        where = f", {r['platform_label']}" if r["platform"] is not None else ""
+        out[(r["candidate"], r["platform"])] = f"{r['candidate']} (Triton {r['triton_version']}{where}{stub})"
+    return list(out.values())
+
+
+def _who_has_backend(s: Session, backend: str) -> list[str]:
+    return _measured_builds(s, lambda r: r["backend"] == backend and r["mode_arg"] is None
+                            and r["verdict"] != "absent")
+
+
+def _who_accepts(s: Session, backend: str, mode: str | None) -> list[str]:
+    return _measured_builds(s, lambda r: r["backend"] == backend and r["mode_arg"] == mode
+                            and r["verdict"] == "accepted", note_stub=True)
+
+
+# ----------------------------------------------------------------- verdict
+def check_run(s: Session, run: m.Run, target: str, backend: str, mode: str | None) -> CheckResult:
+    """Will (backend, mode) run in the environment of ``run``, on its platform?"""
+    base_mode = mode.split(":", 1)[0] if mode else None
+    res = CheckResult(exitcodes.NOT_ENOUGH_EVIDENCE, "not_enough_evidence", None, "", None, target, backend, mode,
+                      candidate=run.candidate.name, environment=run.environment.label if run.environment else None,
+                      platform=run.platform.key if run.platform else None, run_id=run.id,
+                      evidence_date=iso(run.finished_at), evidence_age=age_text(run.finished_at))
+    if base_mode != mode:
+        res.details.append(f"mode options after ':' are not checked; answering for `{base_mode}`")
+    verdicts = {(v.backend, v.mode): v for v in run_verdicts(run)}
+    v = verdicts.get((backend, base_mode))
+    res.backend_present = backend_present(run, backend, v)
+    res.mode_accepted = mode_accepted(v)
+    res.library_loads = library_loads(run, backend, v)
+    cannot = exitcodes.CANNOT_RUN
+
+    def verdict(code: int, word: str, cause: str | None, reason: str, fix: str | None) -> CheckResult:
+        res.exit_code, res.verdict, res.cause, res.reason, res.fix = code, word, cause, reason, fix
+        return res
+
+    if v is None and not run.modes and run.triton_version is None:
+        res.backend_present = Answer(NO, "there is no Triton in this environment", "live")
+        return verdict(cannot, "cannot_run", "no_triton", "this environment has no Triton (so no Proton)",
+                       "install triton (or use an environment that has it)")
+    if v is None:
+        return verdict(exitcodes.NOT_ENOUGH_EVIDENCE, "not_enough_evidence", "not_checked",
+                       f"the probe did not check backend={backend!r} mode={mode_label(base_mode)!r} here",
+                       "probe again with `survey probe --only BACKEND:MODE`")
+    res.live_outcome = v.outcome
+    inherited = [r for r in run.modes if r.env == "inherited" and not r.stub and r.backend == backend
+                 and r.mode == base_mode]
+    if inherited and inherited[0].outcome in (O.DISABLED, O.DEVICES_ENV_REJECTED):
+        r = inherited[0]
+        return verdict(cannot, "cannot_run", r.outcome,
+                       f"with the environment's own variables: {r.outcome}: {r.message or 'start() returned None'}",
+                       "unset TRITON_PROTON_DISABLE" if r.outcome == O.DISABLED else
+                       "unset HIP_VISIBLE_DEVICES / CUDA_VISIBLE_DEVICES and select devices with ROCR_VISIBLE_DEVICES")
+    if v.verdict == "absent" or res.backend_present.answer == NO:
+        have = _who_has_backend(s, backend)
+        return verdict(cannot, "cannot_run", "backend_absent",
+                       f"Triton {run.triton_version} has no `{backend}` backend ({v.message})",
+                       ("builds with it (measured): " + ", ".join(have)) if have else
+                       f"no surveyed build offers `{backend}`")
+    if v.verdict == "refused":
+        src = " (answer from a stub library: the real library did not load first)" if v.source == "stub" else ""
+        acc = _who_accepts(s, backend, base_mode)
+        verdict(cannot, "cannot_run", "mode_refused",
+                f"this build refuses `{backend}` with mode `{mode_label(base_mode)}`: {v.reason}{src}",
+                ("builds that accept it (measured): " + ", ".join(acc)) if acc else
+                "no surveyed build accepts that mode yet")
+        if res.library_loads.answer == NO:
+            res.details.append(f"`{res.library_loads.library}` does not load either, but providing it would not "
+                               f"make this run: the build refuses the mode ({res.library_loads.fix})")
+        return res
+    if v.outcome == O.LIBRARY_MISSING:
+        lib = res.library_loads
+        verdict(cannot, "cannot_run", "library_missing", lib.basis, lib.fix)
+        if v.source == "stub" and v.verdict == "accepted":
+            res.details.append("with the library in place this build accepts the mode (stub-derived)")
+        return res
+    if v.outcome == O.OK:
+        cap = next((c for c in run.captures if c.backend == backend and c.mode == base_mode), None)
+        if cap is not None and cap.outcome == O.EMPTY_CAPTURE:
+            return verdict(exitcodes.NOT_ENOUGH_EVIDENCE, "not_enough_evidence", "capture_empty",
+                           "proton.start() succeeded here, but the GELU capture recorded no kernel "
+                           f"({cap.message}); whether your run's capture will hold data is not established",
+                           "check that your kernels give this backend something to record")
+        if cap is not None and cap.outcome != O.OK:
+            return verdict(cannot, "cannot_run", "capture_failed",
+                           f"proton.start() works but the GELU capture did not: {cap.outcome} ({cap.message})", None)
+        return verdict(exitcodes.OK, "runs", None, "proton.start() succeeded here" + (
+            f" and a GELU capture recorded {cap.kernel_count} kernel launches" if cap is not None else ""), None)
+    if v.outcome == O.NO_GPU:
+        known = ("the mode is accepted (stub-derived)" if v.verdict == "accepted"
+                 else "whether the mode is accepted is unknown")
+        return verdict(exitcodes.NOT_ENOUGH_EVIDENCE, "not_enough_evidence", "no_gpu",
+                       f"probed where there is no GPU; the backend is present and {known}",
+                       "probe on a GPU host (`survey probe` there, then `survey ingest` the report), or ask about "
+                       "a GPU platform that has evidence with --platform")
+    word = {O.UNSTABLE: "unstable", O.CRASH: "crashed", O.TIMEOUT: "hung", O.ERROR: "unrecognised_error"}
+    if v.outcome in word:
+        return verdict(cannot, "cannot_run", word[v.outcome], f"proton.start(): {v.reason}", None)
+    return verdict(exitcodes.NOT_ENOUGH_EVIDENCE, "not_enough_evidence", None, v.reason, None)
+
+
+# ----------------------------------------------------------------- target
+def check_target(
+    store: Store,
+    target: str,
+    backend: str,
+    mode: str | None,
+    *,
+    catalog_path: Path | None = None,
+    timeout: float = 60.0,
+    engine: str | None = None,
+    pull: str = "missing",
+    platform: str | None = None,
+    say: Callable[[str], None] = lambda _m: None,
+) -> CheckResult:
+    from survey.flows.run import ProbeSettings, survey_one
+
+    cat = catalog_mod.load(catalog_path)
+    with store.session() as s:
+        t = targets.resolve(s, target, cat, engine=engine, pull=pull)
+        if platform is not None:
+            return _from_platform(s, t, target, backend, mode, platform)
+    here = identity.local_platform()
+    if t.launcher is None:  # ingested evidence with no way to obtain it here
+        with store.session() as s:
+            assert t.name is not None
+            cand = queries.get_candidate(s, t.name)
+            run = queries.latest_complete(s, cand.id, here.key)
+            if run is None:  # its only platform's evidence, or the list to choose from
+                res = check_stored(s, cand.name, target, backend, mode, None)
+            else:
+                res = check_run(s, run, target, backend, mode)
+            if res.run_id is not None:
+                res.details.append(f"{cand.name} cannot be obtained here (ingested evidence): answered from its "
+                                   f"latest run on {res.platform}")
+            return res
+    try:
+        resolved = t.launcher.obtain()
+    except TargetError as e:
+        return _not_obtained(store, t, target, backend, mode, e, here)
+    name = t.name_for(resolved)
+    with store.session() as s:
+        prior = find_unchanged(s, name, resolved.identity, PROBE_VERSION, here.key)
+        if prior is not None:
+            return check_run(s, queries.get_run(s, prior.id), target, backend, mode)
+    say(f"{target}: not probed in this state on this platform ({here.label}); probing it now")
+    outcome = survey_one(store, name, t.label or target, t.kind, t.spec or None, t.position,
+                         _Fixed(t.launcher, resolved), ProbeSettings(timeout=timeout, captures=t.captures),
+                         scope=t.scope)
+    with store.session() as s:
+        if outcome.run_id is not None and outcome.status in ("probed", "unchanged"):
+            return check_run(s, queries.get_run(s, outcome.run_id), target, backend, mode)
+    return CheckResult(exitcodes.NOT_ENOUGH_EVIDENCE, "not_enough_evidence", "not_probed",
+                       f"{target} could not be probed here ({outcome.status}): {outcome.message}",
+                       "probe it where it can be obtained and `survey ingest` the report", target, backend, mode,
+                       candidate=name, platform=here.key, run_id=outcome.run_id)
+
+
+def _from_platform(s: Session, t: targets.Target, target: str, backend: str, mode: str | None,
+                   platform: str) -> CheckResult:
+    name = t.name or targets.stored_candidate(s, target)
+    if name is None:
+        raise UnknownTarget(f"--platform answers from stored evidence: {target!r} is not a stored candidate",
+                            hint="name a candidate (`survey table --all` lists them)")
+    return check_stored(s, name, target, backend, mode, platform)
+
+
+def check_stored(s: Session, name: str, target: str, backend: str, mode: str | None,
+                 platform: str | None) -> CheckResult:
+    """From stored evidence only (the service; ``--platform``): the candidate's latest
+    run on ``platform`` (a key or a part of one), or on its only platform."""
+    cand = queries.get_candidate(s, name)
+    if platform is None:
+        keys = {slot.platform_key for slot in queries.slots(s, candidate=cand.name, checks=False)
+                if slot.complete is not None}
+        if len(keys) == 1:
+            platform = next(iter(keys)) or ""
+        else:
+            return _elsewhere(s, cand, target, backend, mode, "(none given)", ambiguous=len(keys) > 1)
+    keys = {slot.platform_key for slot in queries.slots(s, candidate=cand.name, checks=False)
+            if slot.complete is not None}
+    match = [k for k in keys if k and (k == platform or platform in k.split(":"))]
+    if len(match) != 1:
+        return _elsewhere(s, cand, target, backend, mode, platform, ambiguous=len(match) > 1)
+    run = queries.latest_complete(s, cand.id, match[0])
+    assert run is not None
+    return check_run(s, run, target, backend, mode)
+
+
+def _elsewhere(s: Session, cand: m.Candidate, target: str, backend: str, mode: str | None, platform: str,
+               ambiguous: bool = False) -> CheckResult:
+    cand_slots = queries.slots(s, candidate=cand.name)
+    keys = sorted(k for k in (slot.platform_key for slot in cand_slots if slot.complete is not None) if k)
+    failed = [slot.last for slot in cand_slots if slot.complete is None and slot.last is not None]
+    if ambiguous:
+        what = f"has evidence on several platforms{'' if platform == '(none given)' else f' matching {platform!r}'}"
+    else:
+        what = "has no evidence yet" if platform == "(none given)" else f"has no evidence for platform {platform}"
+        if failed:
+            what += f": its last attempt was {failed[0].status} ({errortext.cause(failed[0].error, cand.spec)})"
+    return CheckResult(exitcodes.NOT_ENOUGH_EVIDENCE, "not_enough_evidence", "not_probed",
+                       f"{cand.name} {what}",
+                       ("evidence exists for: " + ", ".join(keys) + " (ask with --platform KEY)") if keys else
+                       "probe it there (`survey probe`, then `survey ingest`)", target, backend, mode,
+                       candidate=cand.name, platform=platform)
+
+
+def _not_obtained(store: Store, t: targets.Target, target: str, backend: str, mode: str | None, e: TargetError,
+                  here: identity.PlatformId) -> CheckResult:
+    """TARGET could not be resolved again here: record it (catalog entries and stored
+    candidates), and answer from older evidence only with that said."""
+    from survey.evidence.ingest import record_failure
+
+    cause = errortext.cause(e.message + (f"\n{e.hint}" if e.hint else ""), t.spec)
+    if t.name is None:
+        raise e
+    with store.session() as s:
+        record_failure(s, t.name, label=t.label, kind=t.kind, spec=t.spec or None, position=t.position,
+                       error=e.message + (f"\n{e.hint}" if e.hint else ""), platform=here, scope=t.scope)
+        cand = queries.get_candidate(s, t.name)
+        run = queries.latest_complete(s, cand.id, here.key)
+        if run is None:  # the same exit as any target that cannot be obtained here (7)
+            return CheckResult(e.exit_code, "not_enough_evidence", "unobtainable",
+                               f"{target} cannot be obtained here: {cause}",
+                               "probe it where it can be obtained and `survey ingest` the report", target, backend,
+                               mode, candidate=t.name, platform=here.key)
+        res = check_run(s, run, target, backend, mode)
+        res.details.append(f"{target} could not be resolved again here ({cause}); answered from run #{run.id}, "
+                           "which may not be its current state")
+        return res
+
+
+class _Fixed:
+    """A launcher whose environment was already obtained (no second resolve)."""
+
+    def __init__(self, inner: Launcher, resolved: Resolved):
+        self.inner = inner
+        self.resolved = resolved
+        self.kind = inner.kind
+
+    def describe(self) -> str:
+        return self.inner.describe()
+
+    def obtain(self) -> Resolved:
+        return self.resolved
+
+    def probe(self, resolved: Resolved, args: list[str], timeout: float) -> tuple[bytes, bool]:
+        return self.inner.probe(resolved, args, timeout)

@@ -1,0 +1,586 @@
+"""The docs Availability table, in the reference page's layout and words.
+
+By default four columns, as on the amd-rocprofiler page: Source | Triton |
+Proton `-b` choices | `rocprofiler` modes, each cell a short phrase
+("`periodic_flushing` only — `pcsampling` raises `unsupported mode`").
+Provenance (run, date, platform, digest), stub caveats and why a row has no
+evidence are numbered footnotes under the table, so the cells stay short. Under
+the footnotes: since when each backend and mode is present / accepted / works
+(``survey.verdicts.since``), and the documented claims (``survey.verdicts.documented``), marked
+"documented, not measured" and never merged with the measurements.
+
+Rows are (candidate, platform) slots (``survey.evidence.queries.slots``); the slots of one
+candidate share one row when every chosen cell reads the same on each platform,
+and are shown per platform where the evidence differs. A chosen column no row
+has anything to say in is left out.
+
+``build`` returns a ``DocsTable``; ``markdown()`` and ``html()`` render it
+(HTML never carries Markdown syntax: backticks become ``<code>``).
+"""
+
+from __future__ import annotations
+
+import html as html_mod
+import re
+import textwrap
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy.orm import Session
+
+from db import models as m
+from probes import outcomes as O
+from survey.core import errortext
+from survey.core.errors import UsageProblem
+from survey.evidence import queries
+from survey.evidence.queries import iso
+from survey.verdicts import documented as documented_mod
+from survey.verdicts import since
+from survey.verdicts.modes import BACKEND_ORDER, MODE_ORDER, ModeVerdict, run_verdicts
+
+# column key -> header, in the order `--columns` lists them
+HEADERS = {
+    "source": "Source",
+    "platform": "Platform",
+    "triton": "Triton",
+    "choices": "Proton `-b` choices",
+    **{b: f"`{b}` modes" for b in O.BACKENDS},
+    "capture": "GELU capture",
+    "evidence": "Evidence",
+}
+ALIASES = {"-b": "choices", "b": "choices", "backends": "choices", "modes": "rocprofiler", "gelu": "capture",
+           "captures": "capture", "provenance": "evidence"}
+DEFAULT_KEYS = ["source", "triton", "choices", "rocprofiler"]
+TABLE_COLUMNS = [HEADERS[k] for k in DEFAULT_KEYS]
+NONE = "—"
+_CODE = re.compile(r"`([^`]*)`")
+LINE_LIMIT = 200  # no line of the Markdown output is longer (footnotes and sections are wrapped)
+
+_NAMED_MODES = {"instrumentation": ("default", "mma")}
+_SHORT_REFUSALS = {"unsupported-mode": "unsupported mode", "unknown-mode": "unknown mode"}
+_UNKNOWN_WORDS = {O.NO_GPU: "no GPU here", O.CRASH: "crashed", O.TIMEOUT: "hung", O.ERROR: "unrecognised error",
+                  O.DISABLED: "Proton disabled", O.DEVICES_ENV_REJECTED: "device variable rejected",
+                  O.UNSTABLE: "unstable across attempts"}
+_NUMBERS = {1: "one", 2: "two", 3: "three", 4: "four", 5: "five", 6: "six", 7: "seven", 8: "eight"}
+_SUP = str.maketrans("0123456789", "⁰¹²³⁴⁵⁶⁷⁸⁹")
+DOCUMENTED_NOTE = "documented, not measured: from the sources listed under “Documented, not measured” below"
+
+
+def parse_columns(spec: str | None) -> list[str]:
+    """Column keys from ``--columns``: a comma list replaces the default columns,
+    a list of ``+key`` adds to them. Source always comes first."""
+    if spec is None or not spec.strip():
+        return list(DEFAULT_KEYS)
+    items = [x.strip() for x in spec.split(",") if x.strip()]
+    adding = all(x.startswith("+") for x in items)
+    if not adding and any(x.startswith("+") for x in items):
+        raise UsageProblem("--columns: give either a list of columns or a list of +additions, not both")
+    keys: list[str] = list(DEFAULT_KEYS) if adding else []
+    for x in items:
+        k = x.lstrip("+").lower().strip("`")
+        k = ALIASES.get(k, k)
+        if k not in HEADERS:
+            raise UsageProblem(f"--columns: unknown column {x.lstrip('+')!r}; one of {', '.join(HEADERS)}")
+        if k not in keys:
+            keys.append(k)
+    return ["source", *[k for k in keys if k != "source"]]
+
+
+# ---------------------------------------------------------------------------- cells
+def _and(items: list[str]) -> str:
+    return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " and " + items[-1]
+
+
+def _tick(names: list[str]) -> str:
+    return ", ".join(f"`{n}`" for n in names)
+
+
+def _mode_name(mode: str | None) -> str:
+    return "no mode" if mode is None else f"`{mode}`"
+
+
+def _refusal(vs: list[ModeVerdict]) -> list[str]:
+    """"`pcsampling` raises `unsupported mode`", grouped by reason."""
+    groups: dict[str, list[str]] = {}
+    for v in vs:
+        groups.setdefault((v.stub_rule if v.source == "stub" else v.rule) or "", []).append(_mode_name(v.mode))
+    out = []
+    for rule, names in groups.items():
+        short = _SHORT_REFUSALS.get(rule)
+        if short:
+            out.append(f"{_and(names)} {'raise' if len(names) > 1 else 'raises'} `{short}`")
+        elif rule == "pcsampling-not-built":
+            out.append(f"{_and(names)} refused: built without PC sampling support")
+        else:
+            out.append(f"{_and(names)} refused")
+    return out
+
+
+def modes_cell(run: m.Run, backend: str) -> tuple[str, str | None]:
+    """The "`<backend>` modes" cell and its caveat (stub-derived), if any."""
+    vs = {v.mode: v for v in run_verdicts(run) if v.backend == backend}
+    if not vs:
+        return "not measured", None
+    if all(v.verdict == "absent" for v in vs.values()):
+        return "backend absent", None
+    named = [vs[md] for md in _NAMED_MODES.get(backend, ("pcsampling", "periodic_flushing")) if md in vs]
+    acc = [v for v in named if v.verdict == "accepted"]
+    ref = [v for v in named if v.verdict == "refused"]
+    unk = [v for v in named if v.verdict == "unknown"]
+    used = acc + ref
+    if acc:
+        head = _and([_mode_name(v.mode) for v in acc]) + ("" if len(acc) == len(named) else " only")
+    elif None in vs and vs[None].verdict == "accepted":
+        head = "no mode only"
+        used.append(vs[None])
+    else:
+        head = ""
+    rest = _refusal(ref)
+    words: dict[str, list[str]] = {}
+    for v in unk:
+        word = _UNKNOWN_WORDS.get(v.outcome, v.outcome.replace("_", " "))
+        if v.outcome == O.LIBRARY_MISSING:
+            word = f"`{v.library}` did not load" if v.library else "a library did not load"
+        words.setdefault(word, []).append(_mode_name(v.mode))
+    rest += [f"{_and(names)}: {word}" for word, names in words.items()]
+    text = (head + (" — " if head and rest else "") + "; ".join(rest)) if (head or rest) else "no answer"
+    stubbed = [v for v in used if v.source == "stub"]
+    note = None
+    if stubbed:
+        libs = sorted({v.library for v in stubbed if v.library})
+        note = (f"stub-derived, not a live result: {_tick(libs) or 'its library'} did not load here before the mode "
+                "was looked at, so the mode was asked of a stub library (`probes/stubs/`)")
+    return text, note
+
+
+def capture_cell(run: m.Run) -> str:
+    """The GELU captures, grouped: "`cupti` (no mode, `pcsampling`): ok, 50 launches"."""
+    if not run.captures:
+        return NONE
+    groups: dict[tuple[str, str], list[str | None]] = {}
+    for c in sorted(run.captures, key=lambda c: (BACKEND_ORDER.get(c.backend or "", 99), MODE_ORDER.get(c.mode, 9))):
+        what = c.outcome.replace("_", " ")
+        if c.kernel_count is not None and c.outcome in (O.OK, O.HANG_AFTER_CAPTURE):
+            what += f", {c.kernel_count} launches"
+        groups.setdefault((c.backend or "?", what), []).append(c.mode)
+    parts = []
+    for (backend, what), modes in groups.items():
+        ms = "" if modes == [None] else " (" + ", ".join(_mode_name(x) for x in modes) + ")"
+        parts.append(f"`{backend}`{ms}: {what}")
+    return "; ".join(parts)
+
+
+def triton_cell(run: m.Run) -> str:
+    if not run.triton_version:
+        return NONE
+    dist = run.environment.triton_distribution if run.environment is not None else None
+    return run.triton_version if dist in (None, "triton") else f"`{dist}` {run.triton_version}"
+
+
+def provenance_text(run: m.Run, platform: str | None = None) -> str:
+    p = queries.provenance(run)
+    what = p["image_digest"] or ", ".join(p["resolved"]) or (f"host {p['host']}" if p["host"] else "")
+    parts = [f"run #{run.id}", (p["date"] or "")[:10]]
+    if platform:
+        parts.append(platform)
+    if what:
+        parts.append(what)
+    return ", ".join(x for x in parts if x)
+
+
+def no_evidence_text(slot: queries.Slot) -> str:
+    last = slot.last
+    if last is None:
+        return "no evidence: not yet probed"
+    what = "unobtainable here" if last.status == "unobtainable" else "the probe failed"
+    seen = (iso(last.finished_at) or "?")[:10]
+    return f"no evidence: {what} ({errortext.cause(last.error, slot.candidate.spec)}), since {seen}"
+
+
+LONG_CODE = 40  # a `code` span of a label longer than this is shortened in the table, in full in its footnote
+
+
+def short_label(label: str) -> tuple[str, str | None]:
+    """The label with over-long `code` spans shortened as the reference page does
+    (`rocm/pytorch:rocm7.14_...pytorch_release_2.12.0`), and the full label when
+    anything was shortened: an unbreakable 66-character image tag would widen
+    the table past a 1000 px page."""
+    changed = False
+
+    def shorten(mt: re.Match[str]) -> str:
+        nonlocal changed
+        code = mt.group(1)
+        if len(code) <= LONG_CODE:
+            return mt.group(0)
+        parts = code.split("_")
+        short = parts[0] + "_..." + "_".join(parts[-3:]) if len(parts) >= 5 else code[:18] + "..." + code[-18:]
+        if len(short) >= len(code):
+            return mt.group(0)
+        changed = True
+        return f"`{short}`"
+
+    new = _CODE.sub(shorten, label)
+    return new, (label if changed else None)
+
+
+# ---------------------------------------------------------------------------- the table
+@dataclass
+class Cell:
+    text: str
+    note: str | None = None  # footnote text (joined when a cell has several)
+
+
+@dataclass
+class _SlotCells:
+    slot: queries.Slot
+    cells: dict[str, Cell]
+    choices: list[str] | None
+    provenance: str
+
+
+@dataclass
+class DocsTable:
+    """The table, its footnotes and the two sections under it."""
+
+    keys: list[str]
+    rows: list[dict[str, Cell]]
+    notes: list[str] = field(default_factory=list)
+    since: list[dict[str, Any]] = field(default_factory=list)
+    documented: list[dict[str, Any]] = field(default_factory=list)
+
+    @property
+    def columns(self) -> list[str]:
+        return [HEADERS[k] for k in self.keys]
+
+    def note_number(self, cell: Cell) -> int | None:
+        return self.notes.index(cell.note) + 1 if cell.note else None
+
+    def cell_md(self, cell: Cell) -> str:
+        n = self.note_number(cell)
+        return cell.text + (f" {str(n).translate(_SUP)}" if n else "")
+
+    def text_rows(self) -> list[dict[str, str]]:
+        """The rows as Markdown cell text (footnote markers included)."""
+        return [{HEADERS[k]: self.cell_md(r[k]) for k in self.keys} for r in self.rows]
+
+    def markdown(self) -> str:
+        return to_markdown(self)
+
+    def html(self) -> str:
+        return to_html(self)
+
+
+def _slot_cells(slot: queries.Slot, keys: list[str], platforms_shown: bool) -> _SlotCells:
+    run = slot.complete
+    plabel = slot.platform_label if slot.platform is not None else None
+    cells: dict[str, Cell] = {}
+    if run is None:
+        for k in keys:
+            cells[k] = Cell(NONE)
+        return _SlotCells(slot, cells, None, no_evidence_text(slot))
+    for k in keys:
+        if k == "triton":
+            cells[k] = Cell(triton_cell(run))
+        elif k == "choices":
+            cells[k] = Cell(_tick(run.cli_backends) if run.cli_backends else NONE)
+        elif k in O.BACKENDS:
+            text, note = modes_cell(run, k)
+            cells[k] = Cell(text, note)
+        elif k == "capture":
+            cells[k] = Cell(capture_cell(run))
+        else:
+            cells[k] = Cell(NONE)
+    return _SlotCells(slot, cells, run.cli_backends, provenance_text(run, plabel if platforms_shown else None))
+
+
+def _documented_cells(row: dict[str, Cell], keys: list[str], claims: list[dict[str, Any]]) -> None:
+    """Fill the cells of a row that has no measurement from documented claims,
+    marked as such."""
+    for k in keys:
+        if row[k].text != NONE:
+            continue
+        if k in O.BACKENDS:
+            acc = [c["mode_arg"] for c in claims if c["backend"] == k and c["claim"] == "accepted" and c["mode_arg"]]
+            ref = [c["mode_arg"] for c in claims if c["backend"] == k and c["claim"] == "refused" and c["mode_arg"]]
+            absent = any(c["backend"] == k and c["claim"] == "absent" for c in claims)
+            acc.sort(key=lambda x: MODE_ORDER.get(x, 9))
+            parts = []
+            if absent:
+                parts.append("backend absent")
+            if acc:
+                parts.append(_and([f"`{x}`" for x in acc]))
+            if ref:
+                parts.append(_and([f"`{x}`" for x in ref]) + " refused")
+            if parts:
+                row[k] = Cell("; ".join(parts) + " (documented, not measured)", DOCUMENTED_NOTE)
+        elif k == "choices":
+            present = [c["backend"] for c in claims if c["claim"] == "present"]
+            if present:
+                row[k] = Cell(f"includes {_tick(sorted(set(present), key=lambda b: BACKEND_ORDER.get(b, 99)))}"
+                              " (documented, not measured)", DOCUMENTED_NOTE)
+
+
+def build(s: Session, scope: str = "catalog", columns: list[str] | None = None,
+          documented_path: str | Path | None = None, with_sections: bool = True) -> DocsTable:
+    """The docs table of the store's ``scope`` candidates, with the chosen column
+    keys (default: the reference page's four)."""
+    keys = list(columns or DEFAULT_KEYS)
+    slots = queries.slots(s, scope)
+    platforms = {sl.platform_key for sl in slots if sl.platform is not None and sl.complete is not None}
+    many_platforms = len(platforms) > 1
+    claims = documented_mod.assess(s, documented_mod.load(documented_path)) if with_sections else []
+    by_candidate: dict[str, list[queries.Slot]] = {}
+    for sl in slots:
+        by_candidate.setdefault(sl.candidate.name, []).append(sl)
+    cell_keys = [k for k in keys if k not in ("source", "platform", "evidence")]
+    rows: list[dict[str, Cell]] = []
+    choices_of: list[list[str] | None] = []
+    for name, group in by_candidate.items():
+        cand = group[0].candidate
+        per = [_slot_cells(sl, cell_keys, many_platforms) for sl in group]
+        same = all(p.cells == per[0].cells for p in per[1:])
+        parts = [per] if same else [[p] for p in per]
+        conflict = any(c["status"] == "conflicts" for c in claims if c["candidate"] == name)
+        for part in parts:
+            first = part[0]
+            label, full = short_label(cand.label)
+            # provenance goes to the footnote unless the Evidence column shows it
+            said = [] if "evidence" in keys else ["; ".join(p.provenance for p in part)]
+            if conflict:
+                said.append("a measurement here disagrees with a documented claim (see “Documented, not measured”)")
+            said_text = "; ".join(said)
+            source_note = f"{full}: {said_text}" if full and said_text else (full or said_text or None)
+            plats = [p.slot.platform_label for p in part if p.slot.platform is not None]
+            if not same and "platform" not in keys and plats:
+                label += f" on {plats[0]}"
+            row: dict[str, Cell] = {}
+            for k in keys:
+                if k == "source":
+                    row[k] = Cell(label, source_note)
+                elif k == "platform":
+                    row[k] = Cell(", ".join(plats) if plats else NONE)
+                elif k == "evidence":
+                    row[k] = Cell("; ".join(p.provenance for p in part))
+                else:
+                    row[k] = first.cells[k]
+            if first.slot.complete is None:
+                _documented_cells(row, keys, [c for c in claims if c["candidate"] == name])
+            rows.append(row)
+            choices_of.append(first.choices)
+    _same_choices(rows, choices_of, keys)
+    keys = [k for k in keys if k == "source" or _has_information(k, rows, many_platforms)]
+    table = DocsTable(keys, rows)
+    for row in rows:
+        for k in keys:
+            note = row[k].note
+            if note and note not in table.notes:
+                table.notes.append(note)
+    if with_sections:
+        table.since = since.since_rows(s, scope, slots)
+        table.documented = claims
+    return table
+
+
+def _same_choices(rows: list[dict[str, Cell]], choices: list[list[str] | None], keys: list[str]) -> None:
+    """The reference page's "same three": a row whose -b choices are the row
+    above's says so."""
+    if "choices" not in keys:
+        return
+    for i in range(1, len(rows)):
+        prev, cur = choices[i - 1], choices[i]
+        if cur and prev == cur and rows[i]["choices"].note is None:
+            rows[i]["choices"] = Cell(f"same {_NUMBERS.get(len(cur), str(len(cur)))}")
+
+
+def _has_information(key: str, rows: list[dict[str, Cell]], many_platforms: bool) -> bool:
+    if key == "platform":
+        return many_platforms
+    return any(r[key].text not in (NONE, "", "not measured") for r in rows)
+
+
+# ---------------------------------------------------------------------------- compatibility
+class DocsRows(list[dict[str, str]]):
+    """``table_rows``'s answer: the Markdown cells of each row, carrying the
+    whole table (``docs``) so ``survey.render.table.render`` prints footnotes and
+    sections too."""
+
+    docs: DocsTable
+
+
+def table_rows(s: Session, scope: str = "catalog", columns: list[str] | None = None,
+               documented_path: str | Path | None = None) -> DocsRows:
+    docs = build(s, scope, columns, documented_path)
+    rows = DocsRows(docs.text_rows())
+    rows.docs = docs
+    return rows
+
+
+def columns(rows: list[dict[str, str]]) -> list[str]:
+    """The headers of the table ``table_rows`` built."""
+    docs = getattr(rows, "docs", None)
+    if docs is not None:
+        return list(docs.columns)
+    return list(rows[0]) if rows else list(TABLE_COLUMNS)
+
+
+def markdown(s: Session, scope: str = "catalog", columns: list[str] | None = None,
+             documented_path: str | Path | None = None) -> str:
+    """The Markdown docs table: what ``survey table`` prints and ``/matrix.md`` serves."""
+    return build(s, scope, columns, documented_path).markdown()
+
+
+# ---------------------------------------------------------------------------- Markdown
+def _md_cell(text: str) -> str:
+    """A table cell: pipes and newlines cannot break the row, and outside `code` spans
+    ``& < >`` are entities, so evidence text (a label, an error) can never be HTML in docs."""
+    if "|" in text or "\n" in text:
+        text = text.replace("\\", "\\\\").replace("|", "\\|").replace("\n", " ")
+    out, pos = [], 0
+    for mt in _CODE.finditer(text):
+        out.append(_entities(text[pos:mt.start()]))
+        out.append(mt.group(0))
+        pos = mt.end()
+    out.append(_entities(text[pos:]))
+    return "".join(out)
+
+
+def _entities(text: str) -> str:
+    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+
+
+def pipe_table(headers: list[str], rows: list[list[str]]) -> str:
+    """A GitHub pipe table, cells unpadded so a row is as long as what it says."""
+    lines = ["| " + " | ".join(_md_cell(h) for h in headers) + " |",
+             "|" + "|".join(":---" for _ in headers) + "|"]
+    lines += ["| " + " | ".join(_md_cell(c) for c in r) + " |" for r in rows]
+    return "\n".join(lines) + "\n"
+
+
+def _wrap(text: str, first: str, rest: str) -> list[str]:
+    return textwrap.wrap(text, width=LINE_LIMIT, initial_indent=first, subsequent_indent=rest,
+                         break_long_words=False, break_on_hyphens=False) or [first.rstrip()]
+
+
+def _doc_refs(table: DocsTable) -> dict[str, str]:
+    """url -> reference label ([doc-1]) for the documented section's links."""
+    refs: dict[str, str] = {}
+    for c in table.documented:
+        for src in c["sources"]:
+            refs.setdefault(src["url"], f"doc-{len(refs) + 1}")
+    return refs
+
+
+_MD_SPECIAL = re.compile(r"([\\*\[\]<])")
+
+
+def md_text(text: str) -> str:
+    """Free text from a data file as Markdown: `code` spans kept, the characters
+    that would start emphasis, a link or HTML escaped."""
+    out, pos = [], 0
+    for mt in _CODE.finditer(text):
+        out.append(_MD_SPECIAL.sub(r"\\\1", text[pos:mt.start()]))
+        out.append(mt.group(0))
+        pos = mt.end()
+    out.append(_MD_SPECIAL.sub(r"\\\1", text[pos:]))
+    return "".join(out)
+
+
+def _source_short(src: dict[str, Any]) -> str:
+    pin = src.get("commit", "")[:7] or src.get("date", "")
+    return f"{src['title']}, {pin}" if pin else src["title"]
+
+
+def documented_status(c: dict[str, Any]) -> str:
+    if c["status"] == "not_measured":
+        return "not measured here"
+    seen = []
+    for x in c["measured"]:
+        where = f"run #{x['run_id']} on {x['platform_label']}"
+        what = "agrees" if x["holds"] else f"measured {x['seen']}"
+        seen.append(f"{what} ({where}{', stub-derived' if x['stub_derived'] else ''})")
+    word = "CONFLICT" if c["status"] == "conflicts" else "agrees with the measurement"
+    return f"{word}: " + "; ".join(seen)
+
+
+def to_markdown(table: DocsTable) -> str:
+    out = [pipe_table(table.columns, [[table.cell_md(r[k]) for k in table.keys] for r in table.rows])]
+    if table.notes:
+        lines = []
+        for i, note in enumerate(table.notes, 1):
+            lines += _wrap(_md_cell(note), f"{i}. ", " " * len(f"{i}. "))
+        out.append("\n".join(lines) + "\n")
+    if table.since:
+        lines = ["**Since**, from the evidence across releases (ordered by version; catalog candidates only):", ""]
+        for phrase in since.since_lines(table.since):
+            lines += _wrap(phrase, "- ", "  ")
+        out.append("\n".join(lines) + "\n")
+    if table.documented:
+        refs = _doc_refs(table)
+        lines = ["**Documented, not measured**: claims kept as data in `survey/data/documented/`, each with its source;"
+                 " shown apart from the measurements above.", ""]
+        for c in table.documented:
+            srcs = "; ".join(f"[{md_text(_source_short(src))}][{refs[src['url']]}]: “{md_text(src['quote'])}”"
+                             for src in c["sources"])
+            text = f"{c['label']}: {c['subject']} — {documented_status(c)}. Source: {srcs}"
+            if c.get("note"):
+                text += f". Note: {md_text(c['note'])}"
+            text += f" (added by {md_text(c['added_by'])}, {c['added']})"
+            lines += _wrap(text, "- ", "  ")
+        lines.append("")
+        lines += [f"[{label}]: {url}" for url, label in refs.items()]
+        out.append("\n".join(lines) + "\n")
+    return "\n".join(out)
+
+
+# ---------------------------------------------------------------------------- HTML
+
+
+def inline_html(text: str) -> str:
+    """Text with `code` spans as <code>, everything else escaped."""
+    out, pos = [], 0
+    for mt in _CODE.finditer(text):
+        out.append(html_mod.escape(text[pos:mt.start()]))
+        out.append(f"<code>{html_mod.escape(mt.group(1))}</code>")
+        pos = mt.end()
+    out.append(html_mod.escape(text[pos:]))
+    return "".join(out)
+
+
+def to_html(table: DocsTable) -> str:
+    esc = html_mod.escape
+    head = "".join(f"<th>{inline_html(h)}</th>" for h in table.columns)
+    body = []
+    for r in table.rows:
+        tds = []
+        for k in table.keys:
+            cell = r[k]
+            n = table.note_number(cell)
+            mark = f'<sup><a href="#availability-note-{n}">{n}</a></sup>' if n else ""
+            tds.append(f"<td>{inline_html(cell.text)}{mark}</td>")
+        body.append("<tr>" + "".join(tds) + "</tr>")
+    parts = [f'<table class="availability">\n<thead><tr>{head}</tr></thead>\n<tbody>\n' + "\n".join(body)
+             + "\n</tbody>\n</table>"]
+    if table.notes:
+        items = "".join(f'<li id="availability-note-{i}">{inline_html(n)}</li>' for i, n in enumerate(table.notes, 1))
+        parts.append(f'<ol class="availability-notes">{items}</ol>')
+    if table.since:
+        items = "".join(f"<li>{inline_html(p)}</li>" for p in since.since_lines(table.since))
+        parts.append("<p><strong>Since</strong>, from the evidence across releases (ordered by version; catalog "
+                     f"candidates only):</p><ul class=\"availability-since\">{items}</ul>")
+    if table.documented:
+        claims = []
+        for c in table.documented:
+            srcs = "; ".join(f'<a href="{esc(src["url"], quote=True)}">{inline_html(_source_short(src))}</a>: '
+                             f"“{inline_html(src['quote'])}”" for src in c["sources"])
+            cls = "conflict" if c["status"] == "conflicts" else c["status"]
+            text = (f"{inline_html(c['label'])}: {inline_html(c['subject'])} — "
+                    f'<span class="{cls}">{inline_html(documented_status(c))}</span>. Source: {srcs}')
+            if c.get("note"):
+                text += f". Note: {inline_html(c['note'])}"
+            text += f" (added by {esc(c['added_by'])}, {esc(c['added'])})"
+            claims.append(f"<li>{text}</li>")
+        parts.append("<p><strong>Documented, not measured</strong>: claims kept as data in "
+                     "<code>survey/data/documented/</code>, each with its source; shown apart from the measurements "
+                     f"above.</p><ul class=\"availability-documented\">{''.join(claims)}</ul>")
+    return "\n".join(parts) + "\n"

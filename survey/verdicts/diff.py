@@ -1,0 +1,62 @@
+"""What changed between two runs (of one candidate, or of two)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from db import models as m
+from survey.evidence.queries import iso, mode_label
+
+
+def _mode_key(r: m.ModeRow) -> str:
+    return f"{r.backend}:{mode_label(r.mode)}" + (" (stub)" if r.stub else "") + \
+        (" [inherited env]" if r.env == "inherited" else "")
+
+
+def diff_runs(a: m.Run, b: m.Run) -> dict[str, Any]:
+    def modes(r: m.Run) -> dict[str, str]:
+        return {_mode_key(x): x.outcome for x in r.modes}
+
+    def libs(r: m.Run) -> dict[str, str]:
+        return {x.name: ("loads" if x.loads else "missing" if x.loads is False else "untested") for x in r.libraries}
+
+    def caps(r: m.Run) -> dict[str, str]:
+        return {f"{c.backend}:{mode_label(c.mode)}": f"{c.outcome}" + (
+            f" ({c.kernel_count} kernels)" if c.kernel_count is not None else "") for c in r.captures}
+
+    def changes(x: dict[str, Any], y: dict[str, Any]) -> list[dict[str, Any]]:
+        return [{"key": k, "a": x.get(k), "b": y.get(k)} for k in sorted(set(x) | set(y)) if x.get(k) != y.get(k)]
+
+    fields = {}
+    for f in ("triton_version", "image_digest", "probe_version"):
+        if getattr(a, f) != getattr(b, f):
+            fields[f] = {"a": getattr(a, f), "b": getattr(b, f)}
+    if (a.profilers or None) != (b.profilers or None):
+        fields["profilers"] = {"a": a.profilers, "b": b.profilers}
+    if (a.cli_backends or None) != (b.cli_backends or None):
+        fields["cli_backends"] = {"a": a.cli_backends, "b": b.cli_backends}
+    ea = a.environment.resolved if a.environment else {}
+    eb = b.environment.resolved if b.environment else {}
+    return {
+        "a": {"run_id": a.id, "candidate": a.candidate.name, "date": iso(a.finished_at)},
+        "b": {"run_id": b.id, "candidate": b.candidate.name, "date": iso(b.finished_at)},
+        "fields": fields,
+        "environment": changes(_flat_env(ea), _flat_env(eb)),
+        "modes": changes(modes(a), modes(b)),
+        "libraries": changes(libs(a), libs(b)),
+        "captures": changes(caps(a), caps(b)),
+        "same": not (fields or changes(modes(a), modes(b)) or changes(libs(a), libs(b))
+                     or changes(caps(a), caps(b))),
+    }
+
+
+def _flat_env(resolved: dict[str, Any]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for i in resolved.get("installed", []) or resolved.get("distributions", []) or []:
+        if isinstance(i, dict) and i.get("name"):
+            out[i["name"]] = i.get("version")
+    for k in ("image", "digest", "python"):
+        if k in resolved:
+            out[k] = resolved[k] if not isinstance(resolved[k], (dict, list)) else json.dumps(resolved[k])
+    return out

@@ -1,0 +1,225 @@
+"""Since when: per backend and mode, the first surveyed release where it is
+present, accepted or works, and the last where it is not.
+
+Computed from the stored evidence of catalog candidates only (what the docs
+publish), each (candidate, platform)'s latest complete run, with releases
+ordered by version (3.10.0 after 3.9.0), never by name. Where two platforms
+disagree about one release the summary is given per platform; otherwise one row
+covers every platform measured. Answers taken through a stub library are marked
+stub-derived.
+
+``since_rows`` returns plain dicts (the ``/since.json`` rows); ``phrase`` is the
+sentence the docs table prints under the table.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+from sqlalchemy.orm import Session
+
+from probes import outcomes as O
+from survey.evidence import queries
+from survey.evidence.queries import mode_label
+from survey.verdicts import answers
+
+_VERSION = re.compile(
+    r"^v?(?P<release>\d+(?:\.\d+)*)"
+    r"(?:[-_.]?(?P<pre>a|b|c|rc|alpha|beta|pre|preview)[-_.]?(?P<pren>\d*))?"
+    r"(?:[-_.]?(?:post|rev|r)[-_.]?(?P<post>\d*))?"
+    r"(?:[-_.]?dev[-_.]?(?P<dev>\d*))?"
+    r"(?:\+(?P<local>[a-z0-9._-]+))?$",
+    re.IGNORECASE,
+)
+_PRE = {"a": 0, "alpha": 0, "b": 1, "beta": 1, "c": 2, "rc": 2, "pre": 2, "preview": 2}
+
+
+def version_key(text: str) -> tuple[Any, ...]:
+    """A sort key that orders release versions as PEP 440 does for the forms
+    Triton uses (3.9.0 < 3.10.0; 3.8.0rc1 < 3.8.0 < 3.8.0.post1; 3.6.0 <
+    3.6.0+rocm7.2.4). Text that is no version sorts after every version."""
+    m = _VERSION.match(text.strip())
+    if m is None:
+        return (1, text)
+    release = [int(x) for x in m.group("release").split(".")]
+    while len(release) > 1 and release[-1] == 0:
+        release.pop()
+    if m.group("pre"):
+        stage: tuple[int, ...] = (1, _PRE[m.group("pre").lower()], int(m.group("pren") or 0))
+    elif m.group("dev") is not None and m.group("post") is None:
+        stage = (0,)
+    else:
+        stage = (2,)
+    post = int(m.group("post") or 0) if m.group("post") is not None else -1
+    dev = int(m.group("dev") or 0) if m.group("dev") is not None else 1 << 62
+    local = tuple((0, int(p)) if p.isdigit() else (1, p) for p in re.split(r"[._-]", m.group("local") or "") if p)
+    return (0, tuple(release), stage, post, dev, local)
+
+
+@dataclass
+class Point:
+    """One release on one platform: its answers (several environments may carry it)."""
+
+    yes: bool = False
+    no: bool = False
+    stub: bool = False
+    runs: list[int] = field(default_factory=list)
+
+
+def _questions() -> list[tuple[str, str, str | None]]:
+    """(question, backend, mode) in table order: presence per backend, then each
+    named mode accepted, then each capture working."""
+    out: list[tuple[str, str, str | None]] = []
+    for b in O.BACKENDS:
+        out.append(("present", b, None))
+        named = [md for md in O.COMMON_MODES if md] + (list(O.INSTRUMENTATION_MODES) if b == "instrumentation" else [])
+        out.extend(("accepted", b, md) for md in named)
+        out.extend(("works", b, md) for md in (None, *named))
+    return out
+
+
+_WORDS = {
+    "present": ("present", "absent"),
+    "accepted": ("accepted", "refused"),
+    "works": ("works", "no working capture"),
+}
+
+
+def _subject(question: str, backend: str, mode: str | None) -> str:
+    if question == "present":
+        return f"`{backend}`"
+    if question == "accepted":
+        return f"`{mode}` on `{backend}`"
+    return f"`{backend}` GELU capture" if mode is None else f"`{backend}` `{mode}` GELU capture"
+
+
+def _versions(vs: list[str]) -> str:
+    return ", ".join(vs)
+
+
+def phrase_of(row: dict[str, Any]) -> str:
+    """The row as one sentence: "`rocprofiler` since 3.8.0 (absent through 3.7.1)"."""
+    q = row["question"]
+    yes_w, no_w = _WORDS[q]
+    first, last_no = row["first_yes"], row["last_no"]
+    yes, no, order = row["yes"], row["no"], row["releases"]
+    extras = []
+    if len(order) == 1:
+        body = f"{yes_w if yes else no_w} in {order[0]}" if (yes or no) else f"environments disagree in {order[0]}"
+        extras.append("no other release measured")
+    elif yes and no and order.index(last_no) > order.index(first):
+        body = f"{yes_w} in {_versions(yes)}; {no_w} in {_versions(no)}"
+    elif yes:
+        body = f"since {first}" if q == "present" else f"{yes_w} since {first}"
+        if no:
+            extras.append(f"{no_w} through {last_no}")
+    else:
+        body = f"{no_w} through {last_no}"
+    if row["mixed"] and len(order) > 1:
+        extras.append(f"environments disagree in {_versions(row['mixed'])}")
+    where = row["platform_label"] if row["platform"] is not None else row.get("measured_on")
+    if where:
+        body += f" on {where}"
+    if row["stub_derived"]:
+        extras.append("stub-derived")
+    sep = " " if q == "present" else ": "
+    text = f"{_subject(q, row['backend'], row['mode_arg'])}{sep}{body}"
+    return text + (f" ({'; '.join(extras)})" if extras else "")
+
+
+def since_rows(s: Session, scope: str = "catalog", slots: list[queries.Slot] | None = None) -> list[dict[str, Any]]:
+    """One row per (question, backend, mode[, platform]) that any release answers.
+
+    Keys: question (present | accepted | works), backend, mode (label: ``none``
+    for no mode), mode_arg, platform (key, or None: the same on every platform
+    measured), platform_label, releases (versions that answered, in version
+    order), yes, no, mixed (environments of one release disagreeing), first_yes,
+    last_no, stub_derived, runs (the run ids used), phrase. ``slots``: the scope's
+    slots when the caller read them already (with their checks).
+    """
+    runs = []  # (version, platform key, platform label, run)
+    for slot in queries.slots(s, scope) if slots is None else slots:
+        run = slot.complete
+        if run is None or not run.triton_version:
+            continue
+        runs.append((run.triton_version, slot.platform_key or "unrecorded", slot.platform_label, run))
+    labels = {k: lab for _, k, lab, _ in runs}
+    rows: list[dict[str, Any]] = []
+    for question, backend, mode in _questions():
+        points: dict[str, dict[str, Point]] = {}  # platform -> version -> point
+        for version, pkey, _lab, run in runs:
+            if question == "accepted" and answers.present(run, backend).answer is False:
+                continue  # a mode of an absent backend: the presence row says so
+            a = answers.ask(run, question, backend, mode)
+            if a.answer is None:
+                continue
+            p = points.setdefault(pkey, {}).setdefault(version, Point())
+            p.yes |= a.answer is True
+            p.no |= a.answer is False
+            p.stub |= a.stub
+            p.runs.append(run.id)
+        rows += summarise(question, backend, mode, points, labels)
+    return rows
+
+
+def summarise(question: str, backend: str, mode: str | None, points: dict[str, dict[str, Point]],
+              labels: dict[str, str]) -> list[dict[str, Any]]:
+    """The rows of one question from its answers per platform and release: one
+    row for every platform, unless two platforms answer one release differently
+    (then one row per platform). ``labels``: every platform of the evidence."""
+    if not points:
+        return []
+    # platforms disagree when one says yes and another no about the same release
+    merged: dict[str, Point] = {}
+    for per in points.values():
+        for version, p in per.items():
+            mp = merged.setdefault(version, Point())
+            mp.yes |= p.yes and not p.no
+            mp.no |= p.no and not p.yes
+    disagree = any(p.yes and p.no for p in merged.values())
+    groups: list[tuple[str | None, dict[str, Point]]] = (
+        [(k, points[k]) for k in sorted(points)] if disagree else [(None, _merge(points))])
+    rows = []
+    for gkey, per in groups:
+        row = _row(question, backend, mode, gkey, labels.get(gkey or "", gkey or ""), per)
+        if gkey is None and len(labels) > 1 and len(points) == 1:
+            row["measured_on"] = labels.get(next(iter(points)), next(iter(points)))
+        row["phrase"] = phrase_of(row)
+        rows.append(row)
+    return rows
+
+
+def _merge(points: dict[str, dict[str, Point]]) -> dict[str, Point]:
+    out: dict[str, Point] = {}
+    for per in points.values():
+        for version, p in per.items():
+            mp = out.setdefault(version, Point())
+            mp.yes |= p.yes
+            mp.no |= p.no
+            mp.stub |= p.stub
+            mp.runs += p.runs
+    return out
+
+
+def _row(question: str, backend: str, mode: str | None, pkey: str | None, plabel: str,
+         per: dict[str, Point]) -> dict[str, Any]:
+    order = sorted(per, key=version_key)
+    yes = [v for v in order if per[v].yes and not per[v].no]
+    no = [v for v in order if per[v].no and not per[v].yes]
+    mixed = [v for v in order if per[v].yes and per[v].no]
+    decisive = [per[v] for v in yes + no]
+    return {
+        "question": question, "backend": backend, "mode": mode_label(mode), "mode_arg": mode,
+        "platform": pkey, "platform_label": plabel if pkey is not None else None,
+        "releases": order, "yes": yes, "no": no, "mixed": mixed,
+        "first_yes": yes[0] if yes else None, "last_no": no[-1] if no else None,
+        "stub_derived": any(p.stub for p in decisive),
+        "runs": sorted({r for v in order for r in per[v].runs}),
+        "measured_on": None,
+    }
+
+
+def since_lines(rows: list[dict[str, Any]]) -> list[str]:
+    return [r["phrase"] for r in rows if r["yes"] or r["no"]]
