@@ -21,13 +21,6 @@ def report_bytes(name: str) -> bytes:
     return (REPORTS / name).read_bytes()
 
 
-@pytest.fixture(autouse=True)
-def no_cli_replay(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Every command runs for real (no answer replayed from the CLI cache, survey.replay)
-    unless a test turns the cache on, in a directory of its own."""
-    monkeypatch.setenv("SURVEY_CLI_CACHE", "0")
-
-
 @pytest.fixture(scope="session")
 def pg_server() -> Iterator[PgServer]:
     """One real PostgreSQL server for the session (tests/pgserver.py); skips when

@@ -46,7 +46,7 @@ def test_mode_refused_from_the_stub_is_said_to_be_stub_derived(gpu_store) -> Non
     r = check(gpu_store, "triton-3.8.0", "rocprofiler", "pcsampling")
     assert r.exit_code == exitcodes.CANNOT_RUN
     assert "answer from a stub library" in r.reason and "unsupported mode" in r.reason
-    assert r.fix == "no surveyed build accepts that mode yet"
+    assert r.fix == "every measured build that has the backend refuses it"
     assert any("librocprofiler-sdk.so" in d for d in r.details)
 
 

@@ -54,7 +54,7 @@ def check_cmd(
     if recipe is not None:
         from survey.aorta import check as recipe_check
 
-        store = open_store(db)
+        store = open_store(db, create=platform is None)  # --platform: answered from the store, never made
         read, cells = recipe_check.check_recipe(
             store, recipe, target=target, aorta_environment=aorta_environment,
             environment_files=aorta_environments, catalog=catalog, timeout=timeout, engine=engine, pull=pull,
@@ -78,7 +78,7 @@ def check_cmd(
     if mode is not None:
         modes = (queries.NO_MODE, *(x for x in O.COMMON_MODES if x), *O.INSTRUMENTATION_MODES)
         choose(mode.split(":", 1)[0], modes, "mode")
-    store = open_store(db)
+    store = open_store(db, create=platform is None)  # --platform: answered from the store, never made
     if aorta_environment is not None:
         from survey.aorta import check as recipe_check
         from survey.aorta.environments import load_environments

@@ -83,12 +83,22 @@ def probe(
 def ingest_cmd(
     reports: Annotated[list[Path], typer.Argument(help="probe report JSON files")],
     candidate: Annotated[Optional[str], typer.Option(
-        help="file it under this candidate (a catalog name publishes it; default: a name from its origin)")] = None,
-    label: Annotated[Optional[str], typer.Option(help="the candidate's docs label")] = None,
+        help="file it under this candidate: a catalog name publishes it (the report must have measured what the "
+             "entry pins), a stored name adds to it, a new name needs --new; default: a name from its origin")] = None,
+    label: Annotated[Optional[str], typer.Option(
+        help="the docs label of a candidate of your own (a catalog candidate's comes from the catalog)")] = None,
+    new: Annotated[bool, typer.Option(
+        "--new", help="create --candidate when it is neither in the catalog nor stored")] = False,
+    catalog: Annotated[Optional[Path], typer.Option(help="the catalog whose names publish (default: built-in)")]
+    = None,
     db: DbOpt = None,
 ) -> None:
     """Store reports produced elsewhere (a GPU host, a CI job), each on the platform it ran on."""
-    from survey.evidence.ingest import ingest, validate
+    from survey.environments import catalog as catalog_mod
+    from survey.evidence.ingest import validate
+    from survey.flows.filing import file_report
+
+    cat = catalog_mod.load(catalog)
 
     payloads = []
     for path in reports:
@@ -104,7 +114,7 @@ def ingest_cmd(
     store = open_store(db)
     for path, raw in payloads:
         with store.session() as s:
-            res = ingest(s, raw, candidate=candidate, label=label, source="ingest")
+            res = file_report(s, raw, candidate=candidate, label=label, new=new, catalog=cat, source="ingest")
         if res.created:
             out.print(f"{path}: stored as run #{res.run_id} (candidate {res.candidate})", markup=False)
         elif res.note:

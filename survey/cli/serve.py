@@ -23,7 +23,8 @@ def serve(
     from api import serve as serving
 
     serving.check_port(port)  # exit 64; a port in use: exit 69 (api.serve); --workers outside 1-64: 64
-    serving.serve(lambda: open_store(db), host, port, workers)
+    open_store(db, create=False)  # the service reads a store: a mistyped --db is an error, not a new store
+    serving.serve(lambda: open_store(db, create=False), host, port, workers)
 
 
 @app.command()

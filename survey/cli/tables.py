@@ -13,7 +13,7 @@ from rich.markup import escape
 
 from survey.cli.app import DbOpt, app, err, open_store, out
 from survey.core import exitcodes
-from survey.core.errors import UnknownTarget, UsageProblem, choose
+from survey.core.errors import StoreUnusable, UnknownTarget, UsageProblem, choose
 
 
 @app.command("table")
@@ -60,10 +60,21 @@ def table_cmd(
         if fmt in ("md", "html"):
             docs = docs_table.build(s, scope, keys, documented)
             text = docs.markdown() if fmt == "md" else docs.html()
+            empty = not docs.rows
         else:
             from survey.verdicts import matrix as matrix_mod
 
             rows = matrix_mod.matrix(s, scope=scope)
+            empty = not rows
+    if empty:
+        from db.store import mask_url
+
+        why = (f"{mask_url(store.url)}: no evidence stored" + ("" if show_all else " for the catalog's candidates"))
+        how = "get evidence with `survey run` (or `survey ingest REPORT --candidate NAME`)" + (
+            "" if show_all else "; `--all` shows ad-hoc evidence too")
+        if write:  # a page is never blanked
+            raise StoreUnusable(f"{why}: {write} was left as it was", hint=how)
+        err.print(f"[yellow]note:[/] {escape(why)}; {escape(how)}", highlight=False)
     if fmt == "grid":
         import os
 

@@ -131,15 +131,17 @@ def library_loads(run: m.Run, backend: str, v: ModeVerdict | None) -> Answer:
 
 # ----------------------------------------------------------------- where else
 def _measured_builds(s: Session, keep: Callable[[dict[str, Any]], bool], note_stub: bool = False) -> list[str]:
-    """Catalog candidates (per platform) whose latest complete run has a check ``keep``
-    accepts (a matrix row: ``survey.verdicts.matrix``, which reads each report's checks once)."""
+    """Candidates (per platform) whose latest complete run has a check ``keep`` accepts
+    (a matrix row: ``survey.verdicts.matrix``, which reads each report's checks once).
+    Catalog candidates first; ad-hoc evidence counts as measured too, and says so."""
     out: dict[tuple[str, str | None], str] = {}
-    for r in survey_matrix.matrix(s, scope="catalog"):
+    for r in survey_matrix.matrix(s, scope="all"):
         if r["status"] != "measured" or (r["candidate"], r["platform"]) in out or not keep(r):
             continue
         stub = ", stub-derived" if note_stub and r["verdict_source"] == "stub" else ""
+        adhoc = ", ad hoc" if r["scope"] != "catalog" else ""
         where = f", {r['platform_label']}" if r["platform"] is not None else ""
-        out[(r["candidate"], r["platform"])] = f"{r['candidate']} (Triton {r['triton_version']}{where}{stub})"
+        out[(r["candidate"], r["platform"])] = f"{r['candidate']} (Triton {r['triton_version']}{where}{stub}{adhoc})"
     return list(out.values())
 
 
@@ -148,9 +150,20 @@ def _who_has_backend(s: Session, backend: str) -> list[str]:
                             and r["verdict"] != "absent")
 
 
-def _who_accepts(s: Session, backend: str, mode: str | None) -> list[str]:
-    return _measured_builds(s, lambda r: r["backend"] == backend and r["mode_arg"] == mode
-                            and r["verdict"] == "accepted", note_stub=True)
+def _mode_fix(s: Session, backend: str, mode: str | None) -> str:
+    """Where else the mode is accepted; else where it was not answered (no GPU, a crash:
+    not refused); only when every measured build refused it, that none accepts it."""
+    def same(r: dict[str, Any]) -> bool:
+        return bool(r["backend"] == backend and r["mode_arg"] == mode)
+
+    acc = _measured_builds(s, lambda r: same(r) and r["verdict"] == "accepted", note_stub=True)
+    if acc:
+        return "builds that accept it (measured): " + ", ".join(acc)
+    open_ = _measured_builds(s, lambda r: same(r) and r["verdict"] not in ("accepted", "refused", "absent"))
+    if open_:
+        return ("not answered here for " + ", ".join(open_) + " (not refused: no GPU, or no clean answer, where "
+                "they were probed); probe them on a GPU to know")
+    return "every measured build that has the backend refuses it"
 
 
 # ----------------------------------------------------------------- verdict
@@ -196,14 +209,12 @@ def check_run(s: Session, run: m.Run, target: str, backend: str, mode: str | Non
         return verdict(cannot, "cannot_run", "backend_absent",
                        f"Triton {run.triton_version} has no `{backend}` backend ({v.message})",
                        ("builds with it (measured): " + ", ".join(have)) if have else
-                       f"no surveyed build offers `{backend}`")
+                       f"no measured build offers `{backend}`")
     if v.verdict == "refused":
         src = " (answer from a stub library: the real library did not load first)" if v.source == "stub" else ""
-        acc = _who_accepts(s, backend, base_mode)
         verdict(cannot, "cannot_run", "mode_refused",
                 f"this build refuses `{backend}` with mode `{mode_label(base_mode)}`: {v.reason}{src}",
-                ("builds that accept it (measured): " + ", ".join(acc)) if acc else
-                "no surveyed build accepts that mode yet")
+                _mode_fix(s, backend, base_mode))
         if res.library_loads.answer == NO:
             res.details.append(f"`{res.library_loads.library}` does not load either, but providing it would not "
                                f"make this run: the build refuses the mode ({res.library_loads.fix})")

@@ -64,6 +64,7 @@ class Point:
 
     yes: bool = False
     no: bool = False
+    open: bool = False  # measured, not answered there (no GPU, a crash, not a clean start)
     stub: bool = False
     runs: list[int] = field(default_factory=list)
 
@@ -108,7 +109,8 @@ def phrase_of(row: dict[str, Any]) -> str:
     extras = []
     if len(order) == 1:
         body = f"{yes_w if yes else no_w} in {order[0]}" if (yes or no) else f"environments disagree in {order[0]}"
-        extras.append("no other release measured")
+        if not row.get("unanswered"):
+            extras.append("no other release measured")
     elif yes and no and order.index(last_no) > order.index(first):
         body = f"{yes_w} in {_versions(yes)}; {no_w} in {_versions(no)}"
     elif yes:
@@ -122,6 +124,8 @@ def phrase_of(row: dict[str, Any]) -> str:
     where = row["platform_label"] if row["platform"] is not None else row.get("measured_on")
     if where:
         body += f" on {where}"
+    if row.get("unanswered"):
+        extras.append(f"not answered in {_versions(row['unanswered'])}: no GPU or no clean start where probed")
     if row["stub_derived"]:
         extras.append("stub-derived")
     sep = " " if q == "present" else ": "
@@ -153,9 +157,10 @@ def since_rows(s: Session, scope: str = "catalog", slots: list[queries.Slot] | N
             if question == "accepted" and answers.present(run, backend).answer is False:
                 continue  # a mode of an absent backend: the presence row says so
             a = answers.ask(run, question, backend, mode)
-            if a.answer is None:
+            if a.answer is None and a.detail == "not checked":
                 continue
             p = points.setdefault(pkey, {}).setdefault(version, Point())
+            p.open |= a.answer is None
             p.yes |= a.answer is True
             p.no |= a.answer is False
             p.stub |= a.stub
@@ -169,7 +174,7 @@ def summarise(question: str, backend: str, mode: str | None, points: dict[str, d
     """The rows of one question from its answers per platform and release: one
     row for every platform, unless two platforms answer one release differently
     (then one row per platform). ``labels``: every platform of the evidence."""
-    if not points:
+    if not any(p.yes or p.no for per in points.values() for p in per.values()):
         return []
     # platforms disagree when one says yes and another no about the same release
     merged: dict[str, Point] = {}
@@ -184,8 +189,9 @@ def summarise(question: str, backend: str, mode: str | None, points: dict[str, d
     rows = []
     for gkey, per in groups:
         row = _row(question, backend, mode, gkey, labels.get(gkey or "", gkey or ""), per)
-        if gkey is None and len(labels) > 1 and len(points) == 1:
-            row["measured_on"] = labels.get(next(iter(points)), next(iter(points)))
+        answering = [k for k, pv in points.items() if any(p.yes or p.no for p in pv.values())]
+        if gkey is None and len(labels) > 1 and len(answering) == 1:
+            row["measured_on"] = labels.get(answering[0], answering[0])
         row["phrase"] = phrase_of(row)
         rows.append(row)
     return rows
@@ -198,6 +204,7 @@ def _merge(points: dict[str, dict[str, Point]]) -> dict[str, Point]:
             mp = out.setdefault(version, Point())
             mp.yes |= p.yes
             mp.no |= p.no
+            mp.open |= p.open
             mp.stub |= p.stub
             mp.runs += p.runs
     return out
@@ -205,6 +212,8 @@ def _merge(points: dict[str, dict[str, Point]]) -> dict[str, Point]:
 
 def _row(question: str, backend: str, mode: str | None, pkey: str | None, plabel: str,
          per: dict[str, Point]) -> dict[str, Any]:
+    unanswered = sorted((v for v in per if not (per[v].yes or per[v].no)), key=version_key)
+    per = {v: p for v, p in per.items() if p.yes or p.no}
     order = sorted(per, key=version_key)
     yes = [v for v in order if per[v].yes and not per[v].no]
     no = [v for v in order if per[v].no and not per[v].yes]
@@ -218,6 +227,7 @@ def _row(question: str, backend: str, mode: str | None, pkey: str | None, plabel
         "stub_derived": any(p.stub for p in decisive),
         "runs": sorted({r for v in order for r in per[v].runs}),
         "measured_on": None,
+        "unanswered": unanswered,
     }
 
 

@@ -1,0 +1,46 @@
+"""Filing a report made elsewhere (``survey ingest``, ``POST /runs``) under a candidate.
+
+The rules that keep a published row the catalog's:
+
+- A catalog name files the report under that catalog entry: label, kind, spec and
+  position come from the catalog, never from the caller, also into a store that has
+  never seen the entry (it is published at once). The report must have measured what
+  the entry pins (``evidence.ingest.check_matches_candidate``): a 3.7.1 report is not
+  filed as ``triton-3.8.0``.
+- An ingest never gives a catalog candidate a label.
+- A name that is neither in the catalog nor stored is created only when asked
+  (``new``), so a typo is not a new candidate; the nearest known name is suggested.
+- No name: the report's own origin names an ad-hoc candidate, as before.
+"""
+
+from __future__ import annotations
+
+import difflib
+
+from sqlalchemy.orm import Session
+
+from survey.core.errors import UsageProblem
+from survey.environments.catalog import Catalog
+from survey.evidence import queries
+from survey.evidence.ingest import IngestResult, ingest
+
+
+def file_report(s: Session, raw: bytes | str, *, candidate: str | None, label: str | None, new: bool,
+                catalog: Catalog, source: str) -> IngestResult:
+    if candidate is not None:
+        entry = catalog.get(candidate)
+        if entry is not None:
+            if label is not None:
+                raise UsageProblem(f"label: {candidate!r} is a catalog candidate, whose label comes from the catalog "
+                                   f"({entry.display_label!r})", field="label",
+                                   hint="leave the label out, or file the report under a candidate of your own")
+            return ingest(s, raw, candidate=entry.name, label=entry.display_label, kind=entry.kind,
+                          spec=entry.spec(), position=catalog.names().index(entry.name), source=source,
+                          scope="catalog")
+        if not new and queries.find_candidate(s, candidate) is None:
+            known = catalog.names() + [c.name for c in queries.candidates(s)]
+            near = difflib.get_close_matches(candidate, known, n=1)
+            guess = f"; did you mean {near[0]!r}?" if near else ""
+            raise UsageProblem(f"no candidate {candidate!r} in the catalog or the store{guess}", field="candidate",
+                               hint="to file it under a new candidate of that name, add --new")
+    return ingest(s, raw, candidate=candidate, label=label, source=source)
