@@ -144,7 +144,7 @@ def candidate_view(
             latest_data = {**run_summary(latest), "provenance": queries.provenance(latest),
                            "verdicts": [asdict(v) for v in verdicts]}
         page = pages.page_after(request, [run_summary(r) for r in runs], size, total, "id")
-        info = {"name": cand.name, "label": cand.label, "kind": cand.kind, "spec": cand.spec,
+        info = {"name": cand.name, "label": cand.label, "kind": cand.kind, "scope": cand.scope, "spec": cand.spec,
                 "position": cand.position, "created_at": queries.iso(cand.created_at),
                 "updated_at": queries.iso(cand.updated_at)}
         data = {"candidate": info, "latest": latest_data,

@@ -18,7 +18,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.responses import Response
 
 from api import formats, render
-from survey.core.errors import InputError, InvalidReport, SurveyError, UnknownTarget
+from survey.core.errors import InputError, InvalidReport, SurveyError, UnknownTarget, UsageProblem
 
 log = logging.getLogger("api")
 
@@ -69,7 +69,7 @@ def from_survey_error(e: SurveyError) -> ApiError:
         return ApiError(404, "not_found", e.message, field=e.field, hint=e.hint)
     if isinstance(e, InvalidReport):
         return ApiError(422, "invalid_report", e.message, field=e.field, hint=e.hint)
-    if isinstance(e, InputError):
+    if isinstance(e, (InputError, UsageProblem)):
         return ApiError(422, "invalid_input", e.message, field=e.field, hint=e.hint)
     return ApiError(500, "survey_error", e.message, field=e.field, hint=e.hint)
 

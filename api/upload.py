@@ -43,8 +43,10 @@ from api import formats, names
 from api.errors import ApiError
 from api.schemas import ErrorResponse, UploadResponse
 from db.store import Store
-from survey.evidence.ingest import IngestResult, ingest
+from survey.environments import catalog as catalog_mod
+from survey.evidence.ingest import IngestResult
 from survey.evidence.report import MAX_INT, Report, out_of_bounds
+from survey.flows.filing import file_report
 
 INT_MIN, INT_MAX = -MAX_INT, MAX_INT  # what every JSON reader holds exactly (survey.evidence.report.MAX_INT)
 
@@ -141,7 +143,9 @@ def store_report(store: Store, raw: bytes, candidate: str | None, label: str | N
     check_types(raw)
     with store.session() as s:
         try:
-            return ingest(s, raw, candidate=candidate, label=label, source="upload")
+            # the rules of `survey ingest`; a name given over HTTP is asked for, so it may be new
+            return file_report(s, raw, candidate=candidate, label=label, new=True, catalog=catalog_mod.load(None),
+                               source="upload")
         except RecursionError:  # json.loads of arrays/objects nested past the interpreter's limit
             raise ApiError(422, "invalid_report", "not a probe report: JSON nested too deep to read")
 

@@ -814,3 +814,18 @@ def test_one_error_format_everywhere(client: Client) -> None:
     assert "nothing at /nope" in text and "not_found" in text and "404" in text
     assert "default-src 'none'" in r.headers["content-security-policy"]
     assert client.get("/static/style.css").headers["content-type"].startswith("text/css")
+
+
+def test_an_upload_under_a_catalog_name_is_the_catalog_s(store: Store, make_client: Any) -> None:
+    """The rules of `survey ingest` (survey.flows.filing): a catalog name publishes the
+    report under the catalog entry; a label for it, or a report of another build, is 422."""
+    c = make_client(store, token=TOKEN)
+    r = c.upload(report_bytes("cpu-triton-3.8.0.json"), params={"candidate": "triton-3.8.0", "label": "my GPU box"})
+    assert r.status_code == 422 and r.json()["error"]["field"] == "label", r.text
+    r = c.upload(report_bytes("cpu-triton-3.7.1.json"), params={"candidate": "triton-3.8.0"})
+    assert r.status_code == 422 and "3.7.1" in r.json()["error"]["message"], r.text
+    assert run_count(store) == 0
+    r = c.upload(report_bytes("cpu-triton-3.8.0.json"), params={"candidate": "triton-3.8.0"})
+    assert r.status_code == 201, r.text
+    cand = c.get("/candidates/triton-3.8.0.json").json()["candidate"]
+    assert cand["label"] == "PyPI `triton` 3.8.0 (released 2026-08-28)" and cand["scope"] == "catalog"
