@@ -19,9 +19,10 @@ import os
 import re
 import tempfile
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import pandas as pd
+if TYPE_CHECKING:
+    import pandas as pd  # imported where a table is built: the docs-file functions need none of it
 
 from survey.core.errors import InputError
 
@@ -33,6 +34,8 @@ FORMATS = ("md", "csv", "json", "html")
 def frame(rows: list[dict[str, Any]], columns: list[str]) -> pd.DataFrame:
     """Rows as a DataFrame. Rows from ``survey.render.docs_table.table_rows`` carry their
     whole docs table (footnotes, sections), which ``render`` prints in md and html."""
+    import pandas as pd
+
     df = pd.DataFrame(rows, columns=columns, dtype=object)  # None stays None (never NaN: "nan" in a table)
     docs = getattr(rows, "docs", None)
     if docs is not None and list(columns) == list(docs.columns):
@@ -76,6 +79,8 @@ def render(df: pd.DataFrame, fmt: str) -> str:
 
 def pivot(matrix_rows: list[dict[str, Any]]) -> pd.DataFrame:
     """candidate x (backend, mode) -> outcome, for the terminal and the HTML matrix."""
+    import pandas as pd
+
     measured = [r for r in matrix_rows if r.get("status") == "measured"]
     if not measured:
         return pd.DataFrame()
