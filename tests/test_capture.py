@@ -91,3 +91,106 @@ def test_no_gpu_is_the_capture_outcome_on_a_real_release() -> None:
     proc = subprocess.run([old.python, str(ROOT / "probes" / "gelu.py"), "--backend", "rocprofiler"],
                           capture_output=True, text=True)
     assert proc.returncode == 2 and "no get_available_profilers" in proc.stdout
+
+
+# --------------------------------------------------------------------------- what a capture recorded
+def test_instrumentation_is_given_a_scoped_kernel_and_its_scopes_are_recorded(tmp_path: Path) -> None:
+    """Instrumentation records cycles per proton.language scope; a kernel without
+    scopes leaves it nothing to record (the H200's empty captures). The payload gives
+    it the scoped kernel, enabling the triton semantic first (refused otherwise, as
+    in Triton 3.6.0), and the capture reports the scopes the profile holds."""
+    env = fake_gpu_stack(tmp_path, "ok", profilers=("cupti", "instrumentation"))
+    rep = run_probe(sys.executable, ["probe", "--timeout", "20", "--only", "instrumentation", "--only", "cupti",
+                                     "--no-auto-capture", "--capture", "instrumentation", "--capture", "cupti"]
+                    + SMALL, pythonpath=env)[0]
+    cap = captures(rep)[("instrumentation", None)]
+    assert cap["outcome"] == O.OK, cap
+    assert cap["kernel"] == "scoped" and cap["expected"] == "scopes"
+    assert cap["scopes"]["enable_semantic"] == "called" and cap["scopes"]["compiled"] is True
+    rec = cap["recorded"]
+    assert [(s["kernel"], s["name"]) for s in rec["scopes"]] == [
+        ("gelu_scoped_kernel", "load"), ("gelu_scoped_kernel", "gelu"), ("gelu_scoped_kernel", "store")]
+    assert rec["cycle_metrics"] == ["cycles", "normalized_cycles"] and rec["format"] == "hatchet"
+    assert all(s["cycles"] == 7000.0 for s in rec["scopes"])  # 7 launches, each recorded
+    plain = captures(rep)[("cupti", None)]  # the tracing backend keeps the plain kernel, timed per launch
+    assert plain["outcome"] == O.OK and plain["kernel"] == "plain" and plain["expected"] == "kernels"
+    assert plain["recorded"]["launches"] == 7 and plain["recorded"]["kernels"] == ["gelu_kernel"]
+    assert plain["recorded"]["scopes"] == []
+
+
+def test_a_build_without_scopes_is_reported_raw_not_as_an_empty_capture(tmp_path: Path) -> None:
+    env = fake_gpu_stack(tmp_path, "ok", profilers=("instrumentation",), language=False)
+    rep = run_probe(sys.executable, ["probe", "--timeout", "20", "--only", "instrumentation", "--no-auto-capture",
+                                     "--capture", "instrumentation"] + SMALL, pythonpath=env)[0]
+    cap = captures(rep)[("instrumentation", None)]
+    assert cap["outcome"] == O.ERROR and cap["expected"] is None and cap["kernel"] == "plain"
+    assert "triton.profiler.language does not import: ModuleNotFoundError" in cap["scopes"]["error"]
+    assert cap["scopes"]["error"] in cap["message"]
+    assert cap["max_abs_err"] <= 1e-6  # the plain kernel still ran and passed its self-check
+
+
+def test_a_tracing_capture_without_kernels_is_still_empty(tmp_path: Path) -> None:
+    env = fake_gpu_stack(tmp_path, "empty")
+    rep = run_probe(sys.executable, ["probe", "--timeout", "20", "--only", "cupti", "--no-auto-capture",
+                                     "--capture", "cupti"] + SMALL, pythonpath=env)[0]
+    cap = captures(rep)[("cupti", None)]
+    assert cap["outcome"] == O.EMPTY_CAPTURE and cap["expected"] == "kernels"
+    assert cap["recorded"]["launches"] == 0 and cap["recorded"]["nodes"] == 0
+
+
+# --------------------------------------------------------------------------- options past the mode
+def options(report: dict) -> dict:
+    return {(o["option"], o["value"], o["capture"]["backend"]): o["capture"] for o in report["options"]}
+
+
+def test_options_past_the_mode_are_each_measured_in_a_process_of_their_own(tmp_path: Path) -> None:
+    """context, data, the instrumentation mode as aorta renders it with each
+    granularity, and Proton's command line: one capture each, with its own timeout
+    (here data=trace never finishes writing; only that option says so)."""
+    env = fake_gpu_stack(tmp_path, "trace_hangs", profilers=("cupti", "instrumentation"))
+    rep = run_probe(sys.executable, ["probe", "--timeout", "20", "--capture-timeout", "8", "--only", "cupti",
+                                     "--only", "instrumentation"] + SMALL, pythonpath=env, timeout=300)[0]
+    opts = options(rep)
+    granularities = ("cta", "warp", "warp_2", "warp_4", "warp_8", "warp_group", "warp_group_2", "warp_group_4",
+                     "warp_group_8")
+    assert set(opts) == (
+        {(o, v, b) for b in ("cupti", "instrumentation")
+         for o, v in (("context", "python"), ("data", "trace"), ("cli", None))}
+        | {("mode", f"{n}:granularity={g}", "instrumentation") for n in ("default", "mma") for g in granularities}
+        | {("cli", "mma", "instrumentation")})
+    dirs = {os.path.dirname(next(a for a in c["argv"] if a.endswith("gelu.py"))) for c in opts.values()}
+    assert len(dirs) == len(opts)  # a process (and a directory) each
+    for key, cap in opts.items():
+        if key[0] == "data":
+            assert cap["outcome"] == O.TIMEOUT and cap["timed_out"] is True, cap
+            assert cap["duration_s"] < 60
+        else:
+            assert cap["outcome"] == O.OK, (key, cap)
+    assert opts[("context", "python", "cupti")]["context"] == "python"
+    gran = opts[("mode", "default:granularity=warp_group", "instrumentation")]
+    assert gran["mode"] == "default:granularity=warp_group" and gran["session_mode"] == gran["mode"]
+    assert [s["name"] for s in gran["recorded"]["scopes"]] == ["load", "gelu", "store"]
+
+
+def test_trace_data_is_read_as_a_chrome_trace(tmp_path: Path) -> None:
+    env = fake_gpu_stack(tmp_path, "ok")
+    rep = run_probe(sys.executable, ["probe", "--timeout", "20", "--only", "cupti"] + SMALL, pythonpath=env)[0]
+    cap = options(rep)[("data", "trace", "cupti")]
+    assert cap["outcome"] == O.OK and cap["data"] == "trace"
+    rec = cap["recorded"]
+    assert rec["format"] == "chrome_trace" and rec["trace_events"] == 7 and rec["launches"] == 7
+    assert rec["files"] == [{"name": "profile.chrome_trace", "bytes": cap["artifact"]["bytes"]}]
+
+
+def test_the_command_line_is_measured_with_the_mode_its_session_really_uses(tmp_path: Path) -> None:
+    """aorta's mode: cli runs the script under python -m triton.profiler.proton;
+    given --mode, the session compiles with whatever mode the command line really
+    passed on (this command line, like Triton 3.6.0's, parses it and drops it)."""
+    env = fake_gpu_stack(tmp_path, "ok", profilers=("instrumentation",))
+    rep = run_probe(sys.executable, ["probe", "--timeout", "20", "--only", "instrumentation"] + SMALL,
+                    pythonpath=env)[0]
+    cli = options(rep)[("cli", "mma", "instrumentation")]
+    assert cli["attach"] == "cli" and cli["argv"][1:3] == ["-m", "triton.profiler.proton"]
+    assert cli["argv"][cli["argv"].index("--mode") + 1] == "mma"
+    assert cli["outcome"] == O.OK and cli["session_mode"] == "default"
+    assert [s["name"] for s in cli["recorded"]["scopes"]] == ["load", "gelu", "store"]
