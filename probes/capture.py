@@ -11,8 +11,13 @@ writes (``records.RECORDED``):
   carrying ``cycles`` and ``normalized_cycles`` (CycleMetric). The metric names are
   Triton's: third_party/proton/csrc/include/Data/Metric.h (``VALUE_NAMES``), written
   by TreeData.cpp ``buildHatchetJson``.
-- a trace (``data="trace"``, ``<name>.chrome_trace``): a Chrome trace,
-  ``{"traceEvents": [...]}``, one complete event (with ``dur``) per kernel.
+- a trace (``data="trace"``, ``<name>.chrome_trace``): Chrome traces,
+  ``{"displayTimeUnit", "traceEvents": [...]}``, one JSON object per line (one per
+  stream: TraceData.cpp ``dumpKernelMetricTrace``). A tracing backend writes one
+  complete event per kernel launch, ``cat`` "kernel"; instrumentation writes one
+  event per scope record per warp, named by the scope, ``cat`` the kernel's name,
+  ``dur`` in cycles over ``args["Frequency (MHz)"]`` (TraceWriter.cpp
+  ``StreamChromeTraceWriter::writeKernel``).
 
 A capture is ``empty_capture`` only when the payload ran what the backend measures
 and the profile records none of it: kernels for the tracing backends, scopes for
@@ -25,6 +30,7 @@ import hashlib
 import json
 import os
 import pkgutil
+import re
 import sys
 import zipfile
 
@@ -132,24 +138,58 @@ def recorded_in_tree(db, files=None, fmt="hatchet"):
         trace_events=None, metric_names=sorted(names), nodes=nodes, parse_error=None)
 
 
-def recorded_in_trace(db, files=None):
-    """What a Chrome trace records: its events, and the kernels among them (events
-    with a duration)."""
-    events = db.get("traceEvents") if isinstance(db, dict) else db
+TRACE_FREQUENCY = "Frequency (MHz)"  # TraceWriter.cpp: on every instrumentation (cycle) event
+
+
+def load_trace(text):
+    """The events of a Chrome trace file: one JSON object, or one per line."""
+    try:
+        docs = [json.loads(text)]
+    except ValueError:
+        docs = [json.loads(line) for line in text.splitlines() if line.strip()]
+    events = []  # type: list
+    for doc in docs:
+        got = doc.get("traceEvents") if isinstance(doc, dict) else doc
+        if not isinstance(got, list):
+            raise ValueError("a Chrome trace holds a traceEvents list")
+        events.extend(got)
+    return events
+
+
+def recorded_in_trace(events, files=None):
+    """What a Chrome trace records: kernel launches (events of cat "kernel") and
+    instrumentation scopes (events carrying a frequency: cycles = dur x MHz,
+    summed per kernel and scope)."""
+    if isinstance(events, dict):
+        events = events.get("traceEvents")
     if not isinstance(events, list):
         raise ValueError("a Chrome trace holds a traceEvents list")
-    timed = [e for e in events if isinstance(e, dict) and "dur" in e]
-    names = set()  # type: set
-    for e in timed:
-        names.add(str(e.get("name", "?")))
+    kernels = set()  # type: set
+    launches = 0
+    scopes = {}  # type: dict
     metric_names = set()  # type: set
+    nodes = 0
     for e in events:
-        if isinstance(e, dict):
-            metric_names.update(str(k) for k in (e.get("args") or {}))
+        if not isinstance(e, dict):
+            continue
+        args = e.get("args") or {}
+        metric_names.update(str(k) for k in args)
+        if "dur" not in e:
+            continue
+        nodes += 1
+        if TRACE_FREQUENCY in args:
+            key = (str(e.get("cat", "?")), str(e.get("name", "?")))
+            cycles = (_number(e.get("dur")) or 0.0) * (_number(args.get(TRACE_FREQUENCY)) or 0.0)
+            scopes[key] = scopes.get(key, 0.0) + cycles
+        elif e.get("cat") == "kernel":
+            kernels.add(str(e.get("name", "?")))
+            launches += 1
     return records.make(
-        "recorded", format="chrome_trace", files=files or [], kernels=sorted(names), launches=len(timed), scopes=[],
-        cycle_metrics=[], pc_samples=None, trace_events=len(events), metric_names=sorted(metric_names),
-        nodes=len(timed), parse_error=None)
+        "recorded", format="chrome_trace", files=files or [], kernels=sorted(kernels), launches=launches,
+        scopes=[{"kernel": k, "name": n, "cycles": c, "normalized_cycles": None}
+                for (k, n), c in sorted(scopes.items())],
+        cycle_metrics=["cycles"] if scopes else [], pc_samples=None, trace_events=len(events),
+        metric_names=sorted(metric_names), nodes=nodes, parse_error=None)
 
 
 def nothing_recorded(files, fmt, why):
@@ -192,14 +232,14 @@ def harvest(stem):
         "path": path,
     }
     text = data.decode("utf-8", "replace")
+    del data
     try:
-        db = json.loads(text)
         if fmt == "chrome_trace":
             art["metrics"] = None
-            art["recorded"] = recorded_in_trace(db, files)
+            art["recorded"] = recorded_in_trace(load_trace(text), files)
         else:
             art["metrics"] = parse_hatchet(text)
-            art["recorded"] = recorded_in_tree(db, files, fmt or "unknown")
+            art["recorded"] = recorded_in_tree(json.loads(text), files, fmt or "unknown")
     except (ValueError, KeyError, TypeError, IndexError, AttributeError) as e:
         art["metrics"] = None
         art["parse_error"] = "%s: %s" % (type(e).__name__, e)
@@ -227,7 +267,7 @@ def expected_records(backend, kernel):
     return None if backend == "instrumentation" else "kernels"
 
 
-def run_capture(probe, backend, mode, env_kind="clean", context=None, data=None, attach="start"):
+def run_capture(probe, backend, mode, env_kind="clean", context=None, data=None, attach="start", iters=None):
     """One capture in a process of its own: the payload starting the session itself
     (``attach="start"``: proton.start(backend, mode, context, data)), or run under
     Proton's command line (``attach="cli"``: python -m triton.profiler.proton -b
@@ -237,8 +277,8 @@ def run_capture(probe, backend, mode, env_kind="clean", context=None, data=None,
     stem = os.path.join(d, PROFILE_STEM)
     result_path = os.path.join(d, "gelu-result.json")
     script = _payload_script(d)
-    payload = [script, "--size", str(probe.opts.capture_size), "--iters", str(probe.opts.capture_iters),
-               "--result", result_path]
+    iters = probe.opts.capture_iters if iters is None else iters
+    payload = [script, "--size", str(probe.opts.capture_size), "--iters", str(iters), "--result", result_path]
     if attach == "cli":
         argv = [sys.executable, "-m", "triton.profiler.proton", "-n", stem]
         if backend is not None:
@@ -328,7 +368,7 @@ def run_capture(probe, backend, mode, env_kind="clean", context=None, data=None,
         if attach == "cli" and not res:
             # Proton's command line failed before the payload ran: what it raised is
             # classified with the same rules as proton.start's errors.
-            line = _last_error_line(proc["stderr_tail"])
+            line = _error_message(proc)
             cls = classify.classify_message(line or "", bool(probe.facts.get("gpu", {}).get("nvidia_devices")))
             if cls["outcome"] != O.ERROR:
                 outcome, rule = cls["outcome"], cls["rule"]
@@ -342,12 +382,12 @@ def run_capture(probe, backend, mode, env_kind="clean", context=None, data=None,
         outcome=outcome,
         exit_code=code,
         signal=classify.signal_name(-code) if code is not None and code < 0 else None,
-        message=res.get("message") or _last_error_line(proc["stderr_tail"]),
+        message=res.get("message") or _error_message(proc),
         fix=res.get("fix"),
         max_abs_err=res.get("max_abs_err"),
         loop_s=res.get("loop_s"),
         size=probe.opts.capture_size,
-        iters=probe.opts.capture_iters,
+        iters=iters,
         device=res.get("device"),
         duration_s=proc["duration_s"],
         timed_out=proc["timed_out"],
@@ -374,3 +414,21 @@ def run_capture(probe, backend, mode, env_kind="clean", context=None, data=None,
 def _last_error_line(text):
     lines = [ln for ln in (text or "").splitlines() if ln.strip()]
     return lines[-1] if lines else None
+
+
+# A compiler diagnostic (MLIR's ``LOCATION: error: TEXT``), printed before the
+# Python exception that only says a pass failed.
+_DIAGNOSTIC = re.compile(r": error: ")
+
+
+def _error_message(proc):
+    """The last line of the process's stderr (or stdout), raw; where that is an
+    exception that only says a compiler pass failed, with the first compiler
+    diagnostic printed before it."""
+    line = _last_error_line(proc["stderr_tail"]) or _last_error_line(proc["stdout_tail"])
+    if line and "PassManager::run failed" in line:
+        diagnostics = [ln.strip() for ln in (proc.get("stderr_recent") or "").splitlines()
+                       if _DIAGNOSTIC.search(ln)]
+        if diagnostics:
+            line = "%s [%s]" % (line, diagnostics[0])
+    return line

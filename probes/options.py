@@ -49,6 +49,10 @@ GRANULARITIES = ("cta", "warp", "warp_2", "warp_4", "warp_8", "warp_group", "war
 INSTRUMENTATION_MODES = ("default", "mma")
 # A mode the command line is given, to see whether its session uses it.
 CLI_MODE = "mma"
+# Launches per option capture: each says whether the option works and what it
+# records, not what it costs (an instrumentation trace holds an event per scope,
+# warp and launch: 2.5 million events, 690 MB, for 50 launches of the payload).
+ITERS = 5
 
 
 def started(entries):
@@ -89,5 +93,6 @@ def run(probe, pool, entries):
 
     futures = []
     for option, value, kwargs in plan(started(entries)):
-        futures.append((option, value, pool.submit(capture.run_capture, probe, **kwargs)))
+        futures.append((option, value, pool.submit(capture.run_capture, probe,
+                                                   iters=min(ITERS, probe.opts.capture_iters), **kwargs)))
     return [records.make("option_result", option=o, value=v, capture=f.result()) for o, v, f in futures]
