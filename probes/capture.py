@@ -257,17 +257,19 @@ def _payload_script(d):
 
 def expected_records(backend, kernel):
     """What the profile should record, given the kernel the payload ran ("scoped",
-    "plain", or None when it reported nothing): scopes for the scoped kernel,
+    "mixed", "plain", or None when it reported nothing): scopes for the scoped kernel
+    (alone or beside the plain one),
     kernels for the plain one, None where the payload could not give the
     instrumentation backend a scoped kernel (nothing it measures was run)."""
     if kernel is None:
         kernel = "scoped" if backend == "instrumentation" else "plain"
-    if kernel == "scoped":
+    if kernel in ("scoped", "mixed"):
         return "scopes"
     return None if backend == "instrumentation" else "kernels"
 
 
-def run_capture(probe, backend, mode, env_kind="clean", context=None, data=None, attach="start", iters=None):
+def run_capture(probe, backend, mode, env_kind="clean", context=None, data=None, attach="start", iters=None,
+                kernel=None):
     """One capture in a process of its own: the payload starting the session itself
     (``attach="start"``: proton.start(backend, mode, context, data)), or run under
     Proton's command line (``attach="cli"``: python -m triton.profiler.proton -b
@@ -291,7 +293,7 @@ def run_capture(probe, backend, mode, env_kind="clean", context=None, data=None,
             argv += ["--data", data]
         argv += payload + ["--kernel", "scoped" if backend == "instrumentation" else "plain"]
     else:
-        argv = [sys.executable] + payload + ["--name", stem]
+        argv = [sys.executable] + payload + ["--name", stem] + (["--kernel", kernel] if kernel else [])
         if backend is not None:
             argv += ["--backend", backend]
         if mode is not None:

@@ -211,8 +211,9 @@ def main(argv=None):
     p.add_argument("--backend-mode", default=None)
     p.add_argument("--context", default=None, help="proton.start(context=...) (Proton's default: shadow)")
     p.add_argument("--data", default=None, help="proton.start(data=...) (Proton's default: tree)")
-    p.add_argument("--kernel", choices=("auto", "plain", "scoped"), default="auto",
-                   help="auto: the scoped kernel for instrumentation, the plain one otherwise")
+    p.add_argument("--kernel", choices=("auto", "plain", "scoped", "mixed"), default="auto",
+                   help="auto: the scoped kernel for instrumentation, the plain one otherwise; mixed: the scoped "
+                        "kernel, then the plain one, in every iteration of one session")
     p.add_argument("--name", default="gelu", help="Proton session name (the profile's path without suffix)")
     p.add_argument("--block", type=int, default=1024)
     p.add_argument("--result", default=None, help="write a JSON summary here (for proton-survey)")
@@ -252,10 +253,10 @@ def main(argv=None):
                                                           torch.__version__, kernel_kind))
     result.update(device=torch.cuda.get_device_name(0), target=str(target), torch=torch.__version__)
 
-    kernel = gelu_kernel
-    if kernel_kind == "scoped":
+    kernels = [gelu_kernel]
+    if kernel_kind in ("scoped", "mixed"):
         if prepare_scopes(result):
-            kernel = gelu_scoped_kernel
+            kernels = [gelu_scoped_kernel] + ([gelu_kernel] if kernel_kind == "mixed" else [])
         else:
             kernel_kind = "plain"  # no scopes on this build (recorded above): the plain kernel still self-checks
             result.update(kernel=kernel_kind)
@@ -266,7 +267,8 @@ def main(argv=None):
     in_session = 0  # launches a session started here (or the command line's) could record
     compiled_first = args.backend != "instrumentation"
     if compiled_first:
-        kernel[grid](x, y, args.size, BLOCK=args.block)  # compile outside the capture
+        for kernel in kernels:
+            kernel[grid](x, y, args.size, BLOCK=args.block)  # compile outside the capture
         torch.cuda.synchronize()
     # (The instrumentation backend instruments kernels as they compile, so there
     # the kernel compiles inside the session, on its first launch.)
@@ -291,25 +293,26 @@ def main(argv=None):
 
     t0 = time.perf_counter()
     for i in range(args.iters):
-        if i == 0 and not compiled_first:
-            try:
+        for kernel in kernels:
+            if i == 0 and not compiled_first:
+                try:
+                    kernel[grid](x, y, args.size, BLOCK=args.block)
+                except Exception as exc:  # the kernel compiled (and was refused) here
+                    if session is None:
+                        raise
+                    classify_start_error(result, exc, args.backend, args.backend_mode, when="launch")
+            else:
                 kernel[grid](x, y, args.size, BLOCK=args.block)
-            except Exception as exc:  # the kernel compiled (and was refused) here
-                if session is None:
-                    raise
-                classify_start_error(result, exc, args.backend, args.backend_mode, when="launch")
-        else:
-            kernel[grid](x, y, args.size, BLOCK=args.block)
     torch.cuda.synchronize()
     loop_s = time.perf_counter() - t0
-    in_session = args.iters
-    if kernel_kind == "scoped":
+    in_session = args.iters * len(kernels)
+    if kernel_kind in ("scoped", "mixed"):
         scopes = dict(result.data["scopes"])
         scopes["compiled"] = True
         result.update(scopes=scopes)
     facts = session_facts()
     if facts["under_cli"] and compiled_first:
-        in_session += 1  # the command line's session was already running when the kernel compiled
+        in_session += len(kernels)  # the command line's session was already running when they compiled
     result.update(launches_in_session=in_session, **facts)
 
     if session is not None:

@@ -33,7 +33,9 @@ What each check varies is measured where it acts: a capture of the GELU payload
 timeout, run only for backends whose plain ``proton.start`` worked in this
 environment (a backend that does not start cannot say anything about its options).
 The ``cli`` check with ``--mode mma`` reads the mode the command line's session
-really compiles with (``triton.knobs.compilation.instrumentation_mode``).
+really compiles with (``triton.knobs.compilation.instrumentation_mode``). The
+``kernels`` check runs, for instrumentation, the scoped kernel and an unscoped one
+in every iteration of one session, as a workload with both kinds of kernel does.
 """
 
 from . import records
@@ -83,6 +85,10 @@ def plan(backends):
                 mode = "%s:granularity=%s" % (name, g)
                 checks.append(("mode", mode, {"backend": "instrumentation", "mode": mode}))
         checks.append(("cli", CLI_MODE, {"backend": "instrumentation", "mode": CLI_MODE, "attach": "cli"}))
+        # A session that launches an unscoped Triton kernel beside a scoped one, as
+        # a real workload does (on the H200, Triton 3.6.0 died of SIGFPE there while
+        # either kernel alone was captured).
+        checks.append(("kernels", "mixed", {"backend": "instrumentation", "mode": None, "kernel": "mixed"}))
     return checks
 
 

@@ -113,7 +113,8 @@ CAPTURE = (
     ("context", "proton's context passed (None: Proton's default, shadow)"),
     ("data", "proton's data passed (None: Proton's default, tree)"),
     ("rule", "the classifier rule that matched (probes/classify.py), or None"),
-    ("kernel", "the kernel the payload ran: plain, or scoped (with triton.profiler.language scopes)"),
+    ("kernel", "the kernel the payload ran: plain, scoped (with triton.profiler.language scopes), or mixed "
+               "(the scoped one, then the plain one, each iteration)"),
     ("scopes", "the scoped kernel's setup, raw: names, enable_semantic's answer, compiled, import error"),
     ("session_mode", "the instrumentation mode the session compiled kernels with "
                      "(triton.knobs.compilation.instrumentation_mode), as the payload read it"),
@@ -125,7 +126,8 @@ CAPTURE = (
 
 OPTION_RESULT = (
     ("option", "the option measured: context, data, mode (an instrumentation mode with its options, as aorta "
-               "renders it), cli (Proton's command line; value: the --mode it is given)"),
+               "renders it), cli (Proton's command line; value: the --mode it is given), kernels (value mixed: a "
+               "scoped and an unscoped kernel in one instrumentation session)"),
     ("value", "its value"),
     ("capture", "the capture that measured it, in a process of its own (a capture record)"),
 )

@@ -292,7 +292,7 @@ class CaptureResult(Strict):
     context: str | None = Field(default=None, max_length=40)
     data: str | None = Field(default=None, max_length=40)
     rule: str | None = Field(default=None, max_length=80)
-    kernel: Literal["plain", "scoped"] | None = None
+    kernel: Literal["plain", "scoped", "mixed"] | None = None
     scopes: dict[str, Any] | None = None
     session_mode: str | None = None
     launches_in_session: int | None = None
@@ -303,7 +303,7 @@ class CaptureResult(Strict):
 class OptionResult(Strict):
     """One of Proton's options past the mode, measured by a capture of its own (schema 3)."""
 
-    option: Literal["context", "data", "mode", "cli"]
+    option: Literal["context", "data", "mode", "cli", "kernels"]
     value: str | None
     capture: CaptureResult
 

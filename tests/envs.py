@@ -152,7 +152,7 @@ class knobs:
 '''
 
 FAKE_GPU_PROFILER = '''
-import atexit, json, os, time
+import atexit, json, os, signal, time
 
 import triton
 from triton.profiler.flags import flags
@@ -179,6 +179,12 @@ def _compiling(name):
 def _launched(name, scopes):
     if _session["name"] is None:
         return
+    if _instrumenting() and scopes:
+        _session["scoped_seen"] = True
+    elif _instrumenting() and _session.get("scoped_seen"):
+        # Triton 3.6.0 as measured on the H200: an unscoped kernel launched after a
+        # scoped one in the same instrumentation session dies of SIGFPE.
+        os.kill(os.getpid(), signal.SIGFPE)
     if _instrumenting() and "granularity=" in (_session["mode"] or ""):
         # Triton 3.6.0's libproton, at the kernel's exit: the mode string arrives as
         # written, and only an absent granularity or GRANULARITY.WARP is taken.

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from probes import capture
+from probes import capture, classify
 from probes import outcomes as O
 from tests.conftest import report_bytes
 from tests.envs import fake_gpu_stack, pypi_venv
@@ -157,13 +157,16 @@ def test_options_past_the_mode_are_each_measured_in_a_process_of_their_own(tmp_p
         {(o, v, b) for b in ("cupti", "instrumentation")
          for o, v in (("context", "python"), ("data", "trace"), ("cli", None))}
         | {("mode", f"{n}:granularity={g}", "instrumentation") for n in ("default", "mma") for g in granularities}
-        | {("cli", "mma", "instrumentation")})
+        | {("cli", "mma", "instrumentation"), ("kernels", "mixed", "instrumentation")})
     dirs = {os.path.dirname(next(a for a in c["argv"] if a.endswith("gelu.py"))) for c in opts.values()}
     assert len(dirs) == len(opts)  # a process (and a directory) each
     for key, cap in opts.items():
         if key[0] == "data":
             assert cap["outcome"] == O.TIMEOUT and cap["timed_out"] is True, cap
             assert cap["duration_s"] < 60
+        elif key[0] == "kernels":  # this build, like Triton 3.6.0, dies when an unscoped kernel follows a scoped one
+            assert cap["outcome"] == O.CRASH and cap["signal"] == "SIGFPE" and cap["kernel"] == "mixed", cap
+            assert cap["argv"][cap["argv"].index("--kernel") + 1] == "mixed" and cap["expected"] == "scopes"
         elif key[0] == "mode":  # this build, like Triton 3.6.0, refuses a granularity at the kernel's exit
             assert cap["outcome"] == O.UNSUPPORTED_MODE and cap["rule"] == "granularity-not-warp", (key, cap)
             assert cap["exit_code"] == 2 and "Only warp granularity is supported for now" in cap["message"]
@@ -208,3 +211,52 @@ def test_the_command_line_is_measured_with_the_mode_its_session_really_uses(tmp_
     assert cli["argv"][cli["argv"].index("--mode") + 1] == "mma"
     assert cli["outcome"] == O.OK and cli["session_mode"] == "default"
     assert [s["name"] for s in cli["recorded"]["scopes"]] == ["load", "gelu", "store"]
+
+
+# --------------------------------------------------------------------------- the real H200 report, schema 3
+def schema3() -> dict:
+    return json.loads(report_bytes("h200-sm90-triton-3.6.0-schema3.json"))
+
+
+def test_real_instrumentation_profile_records_its_scopes() -> None:
+    """The tree Triton 3.6.0's instrumentation wrote for the scoped GELU on the H200:
+    one node per scope under the kernel, with cycles and normalized_cycles."""
+    for mode in (None, "default", "mma"):
+        cap = captures(schema3())[("instrumentation", mode)]
+        assert cap["outcome"] == O.OK and cap["expected"] == "scopes" and cap["kernel"] == "scoped"
+        rec = capture.recorded_in_tree(json.loads(cap["artifact"]["content"]), cap["recorded"]["files"])
+        assert {(s["kernel"], s["name"]) for s in rec["scopes"]} == {
+            ("gelu_scoped_kernel", n) for n in ("load", "gelu", "store")}
+        assert rec["cycle_metrics"] == ["cycles", "normalized_cycles"]
+        assert all(s["cycles"] > 0 and s["normalized_cycles"] > 0 for s in rec["scopes"])
+        assert rec["launches"] == 0 and rec["kernels"] == []  # no timed kernel node: cycles only
+        assert rec == cap["recorded"]
+
+
+def test_real_cupti_trace_is_read() -> None:
+    cap = options(schema3())[("data", "trace", "cupti")]
+    rec = capture.recorded_in_trace(capture.load_trace(cap["artifact"]["content"]))
+    assert rec["launches"] == 50 == cap["iters"] and rec["kernels"] == ["gelu_kernel"] and rec["scopes"] == []
+
+
+def test_real_granularity_refusals_are_classified_or_kept_raw() -> None:
+    """Triton 3.6.0 refuses every explicit granularity: 'warp' at the kernel's exit
+    (a template of libproton's: unsupported_mode), the others with a compiler pass
+    failure that names no cause (kept raw: error)."""
+    opts = {o["value"]: o["capture"] for o in schema3()["options"] if o["option"] == "mode"}
+    assert len(opts) == 18
+    for mode, cap in opts.items():
+        assert cap["recorded"] is None and cap["exit_code"] == 1, (mode, cap["message"])
+        cls = classify.classify_message(cap["message"], True)
+        if mode.endswith("granularity=warp"):
+            assert cap["message"] == "RuntimeError: Only warp granularity is supported for now"
+            assert (cls["outcome"], cls["rule"]) == (O.UNSUPPORTED_MODE, "granularity-not-warp")
+        else:
+            assert cap["message"] == "RuntimeError: PassManager::run failed"
+            assert cls["outcome"] == O.ERROR
+
+
+def test_real_command_line_drops_the_mode() -> None:
+    cli = options(schema3())[("cli", "mma", "instrumentation")]
+    assert cli["argv"][cli["argv"].index("--mode") + 1] == "mma" and cli["outcome"] == O.OK
+    assert cli["session_mode"].startswith("default:") and cli["recorded"]["scopes"]

@@ -29,7 +29,7 @@ def test_published_schema_is_generated_from_the_model() -> None:
 @pytest.mark.parametrize("path", sorted(REPORTS.glob("*.json")), ids=lambda p: p.name)
 def test_every_real_report_validates(path: Path) -> None:
     model, data = parse_report(path.read_bytes())
-    assert model.schema_version == (2 if "sm90" in path.name else 1)
+    assert model.schema_version == (3 if "schema3" in path.name else 2 if "sm90" in path.name else 1)
     assert {m.outcome for m in model.modes} <= set(O.OUTCOMES)
 
 

@@ -3,6 +3,7 @@
 
     truth.py record OUT [--python PY] [--jobs N] [--timeout S]   (a GPU host; aorta importable by PY)
     truth.py compare OUT [--survey CMD] [--platform sm_90]        (any host with proton-survey)
+    truth.py from-log RECORD_LOG OUT                              (OUT/truth.json from record's printed lines)
 
 ``record`` runs every recipe under ``recipes/`` exactly as ``aorta sweep run`` runs it
 (aorta's own command line, ``aorta.cli:main``, which calls
@@ -29,6 +30,7 @@ import concurrent.futures
 import glob
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -369,6 +371,31 @@ def cmd_compare(args):
     return 0
 
 
+LOG_LINE = re.compile(r"^(?P<recipe>\S+\.yaml)\s+(?P<cell>\S+)\s+profile left: (?P<left>yes|no)\s*(?P<why>.*)$")
+
+
+def cmd_from_log(args):
+    """A truth.json holding only what ``record`` printed per cell (recipe, cell,
+    profile left, why), read back from its log: for a run whose truth.json itself
+    was not kept. Says so in the file."""
+    recipes = {}  # type: dict
+    with open(args.log, encoding="utf-8", errors="replace") as f:
+        for line in f:
+            m = LOG_LINE.match(line.rstrip("\n"))
+            if m:
+                recipes.setdefault(m["recipe"], []).append(
+                    {"cell": m["cell"], "profile_left": m["left"] == "yes", "why": m["why"]})
+    doc = {"what": "per aorta cell: did it leave a Proton profile that records something measured",
+           "derived_from": "the per-cell lines `truth.py record` printed (%s); the rest of that run's truth.json "
+                           "was not kept" % os.path.basename(args.log),
+           "recipes": [{"recipe": r, "cells": cells} for r, cells in recipes.items()]}
+    os.makedirs(args.out, exist_ok=True)
+    with open(os.path.join(args.out, "truth.json"), "w") as f:
+        json.dump(doc, f, indent=1)
+    print("%d cells from %s" % (sum(len(c) for c in recipes.values()), args.log))
+    return 0
+
+
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     sub = p.add_subparsers(dest="cmd", required=True)
@@ -381,8 +408,11 @@ def main(argv=None):
     c.add_argument("out")
     c.add_argument("--survey", default="survey", help="the survey command (default: survey on PATH)")
     c.add_argument("--platform", default="sm_90")
+    g = sub.add_parser("from-log", help="OUT/truth.json from the per-cell lines of a record log")
+    g.add_argument("log")
+    g.add_argument("out")
     args = p.parse_args(argv)
-    return cmd_record(args) if args.cmd == "record" else cmd_compare(args)
+    return {"record": cmd_record, "compare": cmd_compare, "from-log": cmd_from_log}[args.cmd](args)
 
 
 if __name__ == "__main__":
