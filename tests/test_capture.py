@@ -260,3 +260,16 @@ def test_real_command_line_drops_the_mode() -> None:
     cli = options(schema3())[("cli", "mma", "instrumentation")]
     assert cli["argv"][cli["argv"].index("--mode") + 1] == "mma" and cli["outcome"] == O.OK
     assert cli["session_mode"].startswith("default:") and cli["recorded"]["scopes"]
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize("version", ["3.7.1", "3.8.0"])
+def test_the_scoped_payload_imports_proton_language_on_real_releases(version: str) -> None:
+    """The scoped kernel needs triton.profiler.language and, on these releases,
+    enable_semantic; both come from the real wheels (no GPU is needed to import)."""
+    venv = pypi_venv(version)
+    code = (f"import sys; sys.path.insert(0, {str(ROOT)!r}); from probes import gelu; "
+            "print(gelu.PL_IMPORT_ERROR, hasattr(gelu.pl, 'enable_semantic'), gelu.SCOPE_NAMES)")
+    proc = subprocess.run([venv.python, "-c", code], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert proc.stdout.split() == ["None", "True", "('load',", "'gelu',", "'store')"]
