@@ -48,6 +48,16 @@ RULES = (
         "RuntimeError in 3.9.0 (PyPI wheel), when the library loads",
     ),
     (
+        "granularity-not-warp",
+        O.UNSUPPORTED_MODE,
+        re.compile(r"Only warp granularity is supported for now"),
+        "third_party/proton/csrc/lib/Profiler/Instrumentation/InstrumentationProfiler.cpp (the kernel-exit path: "
+        "a mode whose granularity option is present and not GRANULARITY.WARP is refused); the mode string reaches "
+        "libproton as written (python/triton/profiler/profile.py _get_mode_str), so 'granularity=warp' is refused too",
+        "RuntimeError from libproton.exit_instrumented_op at the first instrumented kernel's exit in 3.6.0 "
+        "(measured on an H200: default:granularity=warp, mma:granularity=warp)",
+    ),
+    (
         "could-not-load",
         O.LIBRARY_MISSING,
         re.compile(r"Could not load `(?P<library>[^`]+)`"),

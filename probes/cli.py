@@ -86,6 +86,9 @@ def cmd_probe(argv, bundle):
                    help="do not capture every (backend, mode) found working")
     p.add_argument("--capture-size", type=int, default=1 << 22)
     p.add_argument("--capture-iters", type=int, default=50)
+    p.add_argument("--no-options", action="store_true",
+                   help="do not measure Proton's options past the mode (context, data, instrumentation mode "
+                        "options, its command line) for the backends that start")
     p.add_argument("--no-stubs", action="store_true", help="skip the stub-library reruns")
     p.add_argument("--stub-cache", default="default", metavar="DIR",
                    help="keep stubs compiled here between probes (default: ~/.cache/proton-survey/probe-stubs)")
@@ -124,6 +127,7 @@ def cmd_probe(argv, bundle):
             fork=not args.no_fork,
             repeats=max(1, args.repeats),
             stub_cache=None if args.no_stub_cache else args.stub_cache,
+            options=not args.no_options,
         )
         probe = orchestrator.Probe(bundle, src, opts)
         report = probe.run()

@@ -2,6 +2,7 @@
 """Exact-erf GELU in Triton, launched in a loop and captured by Proton.
 
     python gelu.py [--size N] [--iters K] [--backend B] [--backend-mode M]
+                   [--context C] [--data D] [--kernel auto|plain|scoped]
 
 Exit codes: 0 pass; 1 the self-check failed; 2 this environment cannot run it
 (no GPU, backend absent, mode refused, library will not load, device-visibility
@@ -9,7 +10,19 @@ variable rejected), each with its own message naming the fix. Anything else is
 re-raised with its traceback, never explained away.
 
 With no --backend the kernel runs and is checked, and nothing is captured: that
-confirms the payload itself is sound on the Triton at hand.
+confirms the payload itself is sound on the Triton at hand. Run that way under
+Proton's own command line (``python -m triton.profiler.proton ... gelu.py``), the
+command line's session captures it; the payload then returns normally instead of
+raising SystemExit, which would skip the command line's finalize().
+
+Each backend is given what it measures: the plain kernel for the tracing backends
+(one timed node per kernel), and for ``instrumentation`` (``--kernel auto``) the
+same GELU with ``triton.profiler.language`` scopes around its load, its arithmetic
+and its store, which is what instrumentation records cycles for (a kernel without
+scopes gives it nothing to record). Triton 3.6.0 instruments only Gluon kernels
+unless ``enable_semantic("triton")`` is called first; the payload calls it where
+the build has it and records what happened (or the import error, when the build
+has no ``triton.profiler.language``) raw in its result.
 
 Needs triton and torch, and the ``probes`` package on sys.path (it classifies Proton's
 errors with probes/classify.py, the probe's one classifier).
@@ -31,6 +44,14 @@ import triton.profiler as proton  # noqa: I001  (must precede torch)
 from triton._C.libproton import proton as libproton  # noqa: I001
 import triton  # noqa: I001
 import triton.language as tl  # noqa: I001
+
+try:  # Proton's language scopes (intra-kernel instrumentation); not in every build
+    import triton.profiler.language as pl  # noqa: I001
+except Exception as _pl_error:  # recorded raw, never explained away
+    pl = None
+    PL_IMPORT_ERROR = "%s: %s" % (type(_pl_error).__name__, _pl_error)
+else:
+    PL_IMPORT_ERROR = None
 
 # The probe's classifier and vocabulary (standard library only; the payload runs
 # from the probe bundle, `python probe.zip gelu`, or with probes/ on sys.path).
@@ -61,6 +82,26 @@ def gelu_kernel(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
     # 0.5 * x * (1 + erf(x / sqrt(2))): the exact form, many instructions per element
     y = 0.5 * x * (1.0 + tl.math.erf(x * 0.7071067811865476))
     tl.store(y_ptr + offsets, y, mask=mask)
+
+
+SCOPE_NAMES = ("load", "gelu", "store")
+
+
+@triton.jit
+def gelu_scoped_kernel(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
+    # The same GELU, with a proton.language scope around each phase: the
+    # instrumentation backend records cycles per scope (SCOPE_NAMES).
+    pl.enter_scope("load")
+    offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offsets < n
+    x = tl.load(x_ptr + offsets, mask=mask)
+    pl.exit_scope("load")
+    pl.enter_scope("gelu")
+    y = 0.5 * x * (1.0 + tl.math.erf(x * 0.7071067811865476))
+    pl.exit_scope("gelu")
+    pl.enter_scope("store")
+    tl.store(y_ptr + offsets, y, mask=mask)
+    pl.exit_scope("store")
 
 
 class Result(object):
@@ -95,18 +136,21 @@ def available_backends():
     return [str(b) for b in fn()], True
 
 
-def classify_start_error(result, exc, backend, mode):
-    """Classify what proton.start raised with the probe's own classifier
-    (probes/classify.py: one set of rules, each citing Triton's source); anything
-    it does not recognise is re-raised, never explained away."""
+def classify_start_error(result, exc, backend, mode, when="start"):
+    """Classify what proton.start (or, for ``when="launch"``, the first launch in
+    the session, where instrumentation compiles the kernel with its mode) raised,
+    with the probe's own classifier (probes/classify.py: one set of rules, each
+    citing Triton's source); anything it does not recognise is re-raised, never
+    explained away."""
     text = str(exc)
     nvidia = any(re.match(r"nvidia\d+$", n) for n in _dev_entries())
     cls = classify.classify_message(text, nvidia)
     if cls["outcome"] == outcomes.ERROR:
         raise exc
+    where = "" if when == "start" else " (at the first launch, as the kernel compiled in the session)"
     what = {
         outcomes.LIBRARY_MISSING: "Proton could not start: %s" % text,
-        outcomes.UNSUPPORTED_MODE: "Proton refused backend=%r with mode=%r: %s" % (backend, mode, text),
+        outcomes.UNSUPPORTED_MODE: "Proton refused backend=%r with mode=%r%s: %s" % (backend, mode, where, text),
         outcomes.UNKNOWN_BACKEND: "Proton does not know backend %r: %s" % (backend, text),
         outcomes.NO_GPU: "no GPU: %s" % text,
     }.get(cls["outcome"], text)
@@ -120,19 +164,67 @@ def _dev_entries():
         return []
 
 
+def prepare_scopes(result):
+    """Make the scoped kernel compilable where the build allows it; what happened is
+    recorded raw. Returns whether the scoped kernel can be tried at all."""
+    scopes = {"kernel": "gelu_scoped_kernel", "names": list(SCOPE_NAMES), "compiled": False,
+              "enable_semantic": None, "error": None}
+    if pl is None:
+        scopes["error"] = "triton.profiler.language does not import: %s" % PL_IMPORT_ERROR
+        result.update(scopes=scopes)
+        return False
+    fn = getattr(pl, "enable_semantic", None)
+    if fn is None:
+        scopes["enable_semantic"] = "absent"
+    else:
+        try:
+            fn("triton")
+            scopes["enable_semantic"] = "called"
+        except Exception as exc:  # recorded raw; the launch says whether scopes compile
+            scopes["enable_semantic"] = "raised %s: %s" % (type(exc).__name__, exc)
+    result.update(scopes=scopes)
+    return True
+
+
+def session_facts():
+    """What the running session is, as Triton itself holds it: the instrumentation
+    mode it compiles kernels with, and whether Proton's command line owns it."""
+    facts = {"session_mode": None, "under_cli": None}
+    knobs = getattr(getattr(triton, "knobs", None), "compilation", None)
+    if knobs is not None:
+        value = getattr(knobs, "instrumentation_mode", None)
+        facts["session_mode"] = str(value) if value else None
+    try:
+        from triton.profiler.flags import flags
+    except ImportError:
+        pass
+    else:
+        facts["under_cli"] = bool(getattr(flags, "command_line", False))
+    return facts
+
+
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--size", type=int, default=4194304)
     p.add_argument("--iters", type=int, default=50)
     p.add_argument("--backend", default=None)
     p.add_argument("--backend-mode", default=None)
-    p.add_argument("--name", default="gelu", help="Proton session name (the .hatchet path without suffix)")
+    p.add_argument("--context", default=None, help="proton.start(context=...) (Proton's default: shadow)")
+    p.add_argument("--data", default=None, help="proton.start(data=...) (Proton's default: tree)")
+    p.add_argument("--kernel", choices=("auto", "plain", "scoped", "mixed"), default="auto",
+                   help="auto: the scoped kernel for instrumentation, the plain one otherwise; mixed: the scoped "
+                        "kernel, then the plain one, in every iteration of one session")
+    p.add_argument("--name", default="gelu", help="Proton session name (the profile's path without suffix)")
     p.add_argument("--block", type=int, default=1024)
     p.add_argument("--result", default=None, help="write a JSON summary here (for proton-survey)")
     p.add_argument("--no-self-check", action="store_true")
     args = p.parse_args(argv)
     result = Result(args.result)
-    result.update(size=args.size, iters=args.iters, backend=args.backend, mode=args.backend_mode)
+    kernel_kind = args.kernel
+    if kernel_kind == "auto":
+        kernel_kind = "scoped" if args.backend == "instrumentation" else "plain"
+    result.update(size=args.size, iters=args.iters, backend=args.backend, mode=args.backend_mode,
+                  context=args.context, data=args.data, kernel=kernel_kind)
 
     if args.backend is not None:
         backends, has_registry = available_backends()
@@ -157,14 +249,26 @@ def main(argv=None):
         raise TORCH_IMPORT_ERROR
     device = "cuda"  # torch spells both CUDA and ROCm devices "cuda"
     say("device=%s target=%s" % (torch.cuda.get_device_name(0), target))
-    say("size=%d iters=%d triton=%s torch=%s" % (args.size, args.iters, triton.__version__, torch.__version__))
+    say("size=%d iters=%d triton=%s torch=%s kernel=%s" % (args.size, args.iters, triton.__version__,
+                                                          torch.__version__, kernel_kind))
     result.update(device=torch.cuda.get_device_name(0), target=str(target), torch=torch.__version__)
+
+    kernels = [gelu_kernel]
+    if kernel_kind in ("scoped", "mixed"):
+        if prepare_scopes(result):
+            kernels = [gelu_scoped_kernel] + ([gelu_kernel] if kernel_kind == "mixed" else [])
+        else:
+            kernel_kind = "plain"  # no scopes on this build (recorded above): the plain kernel still self-checks
+            result.update(kernel=kernel_kind)
 
     x = torch.randn(args.size, device=device, dtype=torch.float32)
     y = torch.empty_like(x)
     grid = (triton.cdiv(args.size, args.block),)
-    if args.backend != "instrumentation":
-        gelu_kernel[grid](x, y, args.size, BLOCK=args.block)  # compile outside the capture
+    in_session = 0  # launches a session started here (or the command line's) could record
+    compiled_first = args.backend != "instrumentation"
+    if compiled_first:
+        for kernel in kernels:
+            kernel[grid](x, y, args.size, BLOCK=args.block)  # compile outside the capture
         torch.cuda.synchronize()
     # (The instrumentation backend instruments kernels as they compile, so there
     # the kernel compiles inside the session, on its first launch.)
@@ -174,6 +278,10 @@ def main(argv=None):
         kwargs = {"backend": args.backend}
         if args.backend_mode:
             kwargs["mode"] = args.backend_mode
+        if args.context:
+            kwargs["context"] = args.context
+        if args.data:
+            kwargs["data"] = args.data
         try:
             session = proton.start(args.name, **kwargs)
         except Exception as exc:  # classified, or re-raised
@@ -184,15 +292,33 @@ def main(argv=None):
         result.update(phase="capturing", session=session)
 
     t0 = time.perf_counter()
-    for _ in range(args.iters):
-        gelu_kernel[grid](x, y, args.size, BLOCK=args.block)
+    for i in range(args.iters):
+        for kernel in kernels:
+            if i == 0 and not compiled_first:
+                try:
+                    kernel[grid](x, y, args.size, BLOCK=args.block)
+                except Exception as exc:  # the kernel compiled (and was refused) here
+                    if session is None:
+                        raise
+                    classify_start_error(result, exc, args.backend, args.backend_mode, when="launch")
+            else:
+                kernel[grid](x, y, args.size, BLOCK=args.block)
     torch.cuda.synchronize()
     loop_s = time.perf_counter() - t0
+    in_session = args.iters * len(kernels)
+    if kernel_kind in ("scoped", "mixed"):
+        scopes = dict(result.data["scopes"])
+        scopes["compiled"] = True
+        result.update(scopes=scopes)
+    facts = session_facts()
+    if facts["under_cli"] and compiled_first:
+        in_session += len(kernels)  # the command line's session was already running when they compiled
+    result.update(launches_in_session=in_session, **facts)
 
     if session is not None:
         proton.finalize()
-        result.update(phase="finalized", artifact=args.name + ".hatchet")
-        say("capture written to %s.hatchet" % args.name)
+        result.update(phase="finalized", artifact=args.name)
+        say("capture written under %s" % args.name)
     result.update(loop_s=loop_s)
 
     if args.no_self_check:
@@ -212,4 +338,8 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    # No SystemExit on success: under Proton's command line (which runs this file
+    # with exec) it would skip the command line's own finalize().
+    _rc = main()
+    if _rc:
+        sys.exit(_rc)

@@ -247,7 +247,10 @@ def _file_tail(path):
 class Options(object):
     def __init__(self, timeout=60.0, jobs=None, captures=(), capture_all=True, capture_size=1 << 22,
                  capture_iters=50, stubs=True, prebuilt_stubs=None, keep_artifacts_dir=None,
-                 grid=None, env_variants=True, capture_timeout=300.0, fork=True, repeats=3, stub_cache="default"):
+                 grid=None, env_variants=True, capture_timeout=300.0, fork=True, repeats=3, stub_cache="default",
+                 options=True):
+        # Measure Proton's options past the mode (probes/options.py) where a backend starts.
+        self.options = options
         # Where compiled stubs are kept between probes: "default" (stubs.default_cache_dir),
         # a directory, or None (compile every time).
         self.stub_cache = stub_cache
@@ -610,6 +613,7 @@ class Probe(object):
             "modes": [],
             "libraries": [],
             "captures": [],
+            "options": [],
             "stubs": None,
             "sections": {},
         }
@@ -711,11 +715,19 @@ class Probe(object):
         for b, m in self.opts.captures:
             if (b, m) not in wanted:
                 wanted.append((b, m))
+        futs = []
         if wanted:
             from . import capture
 
             futs = [pool.submit(capture.run_capture, self, b, m) for b, m in wanted]
-            report["captures"] = [f.result() for f in futs]
+        if self.opts.options and self.opts.capture_all:
+            # Options past the mode, for the backends that started (probes/options.py),
+            # measured like the automatic captures (and off with them); their captures
+            # queue behind the ones above, in the same pool.
+            from . import options
+
+            report["options"] = options.run(self, pool, entries)
+        report["captures"] = [f.result() for f in futs]
         pool.shutdown()
 
         order = {pair: i for i, pair in enumerate(grid)}

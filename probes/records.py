@@ -70,6 +70,68 @@ ORIGIN = (
     ("recorded_at", "when"),
 )
 
+RECORDED = (
+    ("format", "hatchet (data=tree), chrome_trace (data=trace), or what else the file was; None: no profile"),
+    ("files", "every file the session left: name and bytes"),
+    ("kernels", "names of the kernels the profile times (a node with time (ns), or a trace event with dur)"),
+    ("launches", "kernel launches it counts (count summed, or timed trace events); None: not readable"),
+    ("scopes", "instrumentation scopes: one per node carrying cycle metrics (kernel, name, cycles, "
+               "normalized_cycles)"),
+    ("cycle_metrics", "the cycle metric names found (cycles, normalized_cycles, ...)"),
+    ("pc_samples", "PC samples recorded (num_samples summed); None: no PC-sampling metric"),
+    ("trace_events", "events in a Chrome trace; None for a tree"),
+    ("metric_names", "every metric name on a node below the root (or in a trace event's args)"),
+    ("nodes", "nodes below the root that carry a metric (timed events of a trace)"),
+    ("parse_error", "why the profile could not be read; None when it was"),
+)
+
+CAPTURE = (
+    ("backend", "Proton backend (None: the payload alone, no capture)"),
+    ("mode", "mode passed to Proton, None for none"),
+    ("env", "clean: controlled variables removed; inherited: the environment as given"),
+    ("argv", "the capture process's argv"),
+    ("outcome", "the outcome (empty_capture only where the payload ran what the backend measures)"),
+    ("exit_code", "the process's exit code"),
+    ("signal", "the signal that killed it"),
+    ("message", "what went wrong, raw, or the payload's own message"),
+    ("fix", "the payload's fix for an environment that cannot run it"),
+    ("max_abs_err", "the self-check's largest error against torch's GELU"),
+    ("loop_s", "seconds of the launch loop"),
+    ("size", "elements per launch"),
+    ("iters", "launches in the loop"),
+    ("device", "the GPU the payload ran on"),
+    ("duration_s", "seconds, the whole process"),
+    ("timed_out", "killed at the timeout"),
+    ("stdout_tail", "stdout tail"),
+    ("stderr_tail", "stderr tail"),
+    ("artifact", "the profile file: name, bytes, sha256, content when small, kernel metrics"),
+    ("kernel_count", "kernel launches the profile times (count summed over timed kernel nodes)"),
+    ("gpu_time_ns", "GPU time of those kernels"),
+    ("top_kernel", "the kernel with the most GPU time"),
+    ("top_kernel_time_ns", "its GPU time"),
+    ("attach", "start: the payload calls proton.start itself; cli: run under python -m triton.profiler.proton"),
+    ("context", "proton's context passed (None: Proton's default, shadow)"),
+    ("data", "proton's data passed (None: Proton's default, tree)"),
+    ("rule", "the classifier rule that matched (probes/classify.py), or None"),
+    ("kernel", "the kernel the payload ran: plain, scoped (with triton.profiler.language scopes), or mixed "
+               "(the scoped one, then the plain one, each iteration)"),
+    ("scopes", "the scoped kernel's setup, raw: names, enable_semantic's answer, compiled, import error"),
+    ("session_mode", "the instrumentation mode the session compiled kernels with "
+                     "(triton.knobs.compilation.instrumentation_mode), as the payload read it"),
+    ("launches_in_session", "launches made while the session could record them"),
+    ("expected", "what the profile should record: kernels, scopes, or None (the payload could not give the "
+                 "backend what it measures)"),
+    ("recorded", "what the profile records (a recorded record), None: no profile"),
+)
+
+OPTION_RESULT = (
+    ("option", "the option measured: context, data, mode (an instrumentation mode with its options, as aorta "
+               "renders it), cli (Proton's command line; value: the --mode it is given), kernels (value mixed: a "
+               "scoped and an unscoped kernel in one instrumentation session)"),
+    ("value", "its value"),
+    ("capture", "the capture that measured it, in a process of its own (a capture record)"),
+)
+
 OPTIONAL = {
     "mode_result": ("stub_for", "finalize_error", "attempts", "outcome_counts"),
     "origin": ("interpreter", "pip", "image", "host"),
@@ -80,6 +142,9 @@ RECORDS = {
     "mode_result": MODE_RESULT,
     "platform": PLATFORM,
     "origin": ORIGIN,
+    "recorded": RECORDED,
+    "capture": CAPTURE,
+    "option_result": OPTION_RESULT,
 }
 
 

@@ -134,6 +134,7 @@ def run(argv, env, timeout, cwd=None, counter=None, stdin_data=None, on_timeout=
         "stderr_tail": tail(err),
         "stdout_bytes": out_size,
         "stderr_bytes": err_size,
+        "stderr_recent": decode(err),  # the last TAIL_BYTES*4 bytes, for what came before the tail
     }
     if keep_stdout:
         res["stdout"] = full

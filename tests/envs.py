@@ -73,7 +73,9 @@ def pypi_venv(version: str):  # -> Resolved
 
 FAKE_GPU_TRITON = '''
 __version__ = "0.0.0+fake-gpu"
+import inspect
 import math
+import re
 
 
 def cdiv(a, b):
@@ -85,19 +87,40 @@ def jit(fn):
 
 
 class _Kernel:
+    \"\"\"Runs the GELU on the CPU. Its "compilation" (first launch) finds the
+    kernel's proton.language scopes in its source, as Triton's compiler finds the
+    records in the kernel's code, and refuses them, as Triton 3.6.0 does, unless the
+    triton semantic was enabled.\"\"\"
+
     def __init__(self, fn):
         self.fn = fn
+        self.scopes = None
+
+    def _compile(self):
+        from triton import profiler
+        scopes = re.findall(r'enter_scope\\("(\\w+)"\\)', inspect.getsource(self.fn))
+        if scopes and profiler._instrumenting():
+            from triton.profiler import language
+            if "triton" not in language._SEMANTICS:
+                raise TypeError("Unsupported semantic type: <class 'triton.language.semantic.TritonSemantic'>. "
+                                "Supported semantics are: {<class 'GluonSemantic'>}")
+        profiler._compiling(self.fn.__name__)
+        return scopes
 
     def __getitem__(self, grid):
         def launch(x, y, n, BLOCK):
             from triton import profiler
+            if self.scopes is None or (profiler._instrumenting() and not profiler._compiled(self.fn.__name__)):
+                self.scopes = self._compile()
             for i in range(n):
                 y.data[i] = 0.5 * x.data[i] * (1.0 + math.erf(x.data[i] * 0.7071067811865476))
-            profiler._launched(self.fn.__name__)
+            profiler._launched(self.fn.__name__, self.scopes)
         return launch
 
 
 class _Target:
+    backend = "fake"
+
     def __repr__(self):
         return "FakeTarget(backend='fake', arch=0)"
 
@@ -119,38 +142,169 @@ class _ProtonKnobs:
     disable = False
 
 
+class _CompilationKnobs:
+    instrumentation_mode = ""
+
+
 class knobs:
     proton = _ProtonKnobs()
+    compilation = _CompilationKnobs()
 '''
 
 FAKE_GPU_PROFILER = '''
-import atexit, json, os, time
+import atexit, json, os, signal, time
 
-_session = {"name": None, "launches": {}}
+import triton
+from triton.profiler.flags import flags
+
+_session = {"name": None, "backend": None, "data": "tree", "mode": None, "launches": {}, "scopes": {},
+            "compiled": set()}
 BEHAVIOUR = @BEHAVIOUR@
+MODES = ("default", "mma")
 
 
-def _launched(name):
+def _instrumenting():
+    return _session["name"] is not None and _session["backend"] == "instrumentation"
+
+
+def _compiled(name):
+    return name in _session["compiled"]
+
+
+def _compiling(name):
     if _session["name"] is not None:
-        _session["launches"][name] = _session["launches"].get(name, 0) + 1
+        _session["compiled"].add(name)
+
+
+def _launched(name, scopes):
+    if _session["name"] is None:
+        return
+    if _instrumenting() and scopes:
+        _session["scoped_seen"] = True
+    elif _instrumenting() and _session.get("scoped_seen"):
+        # Triton 3.6.0 as measured on the H200: an unscoped kernel launched after a
+        # scoped one in the same instrumentation session dies of SIGFPE.
+        os.kill(os.getpid(), signal.SIGFPE)
+    if _instrumenting() and "granularity=" in (_session["mode"] or ""):
+        # Triton 3.6.0's libproton, at the kernel's exit: the mode string arrives as
+        # written, and only an absent granularity or GRANULARITY.WARP is taken.
+        raise RuntimeError("Only warp granularity is supported for now")
+    _session["launches"][name] = _session["launches"].get(name, 0) + 1
+    if _instrumenting():
+        for s in scopes or ():
+            key = (name, s)
+            _session["scopes"][key] = _session["scopes"].get(key, 0) + 1000
 
 
 def start(name=None, *, context="shadow", data="tree", backend=None, mode=None, hook=None):
-    _session["name"] = name
+    if flags.command_line or triton.knobs.proton.disable:
+        return None
+    if backend == "instrumentation":
+        mode_name = (mode or "default").split(":")[0]
+        if mode_name not in MODES:
+            raise ValueError("Unknown mode: " + str(mode))
+        triton.knobs.compilation.instrumentation_mode = mode or "default"
+    _session.update(name=name, backend=backend, data=data, mode=mode, launches={}, scopes={}, compiled=set())
     return 0
 
 
+def _tree():
+    kernels = []
+    for k, v in _session["launches"].items():
+        if _session["backend"] == "instrumentation":
+            scopes = [{"frame": {"name": s, "type": "function"}, "children": [],
+                       "metrics": {"cycles": c, "normalized_cycles": c / 7.0, "device_id": "0", "device_type": "1"}}
+                      for (kn, s), c in _session["scopes"].items() if kn == k]
+            if scopes:
+                kernels.append({"frame": {"name": k, "type": "function"}, "metrics": {}, "children": scopes})
+        elif BEHAVIOUR != "empty":
+            kernels.append({"frame": {"name": k, "type": "function"}, "children": [],
+                            "metrics": {"count": v, "time (ns)": 1000.0 * v}})
+    return [{"frame": {"name": "ROOT", "type": "function"}, "metrics": {}, "children": kernels}, {}]
+
+
 def finalize(session=None, output_format=""):
-    children = []
-    if BEHAVIOUR != "empty":
-        children = [{"frame": {"name": k, "type": "function"}, "children": [],
-                     "metrics": {"count": v, "time (ns)": 1000.0 * v}} for k, v in _session["launches"].items()]
-    tree = [{"frame": {"name": "ROOT", "type": "function"}, "metrics": {}, "children": children}, {}]
-    with open(_session["name"] + ".hatchet", "w") as f:
-        json.dump(tree, f)
+    if _session["name"] is None:
+        return
+    if _session["data"] == "trace":
+        if BEHAVIOUR == "trace_hangs":
+            time.sleep(3600)
+        if _session["backend"] == "instrumentation":  # a scope event per warp (4) and launch, as 3.6.0 writes them
+            events = [{"name": s, "cat": k, "ph": "X", "pid": k + " Core0 CTA0", "tid": "warp %d (line 0)" % w,
+                       "ts": 0.0, "dur": 1.5, "args": {"Finalization Time (ns)": 0, "Frequency (MHz)": 1000.0,
+                                                       "call_stack": ["ROOT", k]}}
+                      for (k, s), c in _session["scopes"].items() for _ in range(c // 1000) for w in range(4)]
+        else:
+            events = [{"name": k, "cat": "kernel", "ph": "X", "ts": i, "dur": 1.0, "tid": 7,
+                       "args": {"call_stack": ["ROOT", k]}}
+                      for k, v in _session["launches"].items() for i in range(v)]
+        with open(_session["name"] + ".chrome_trace", "w") as f:
+            f.write(json.dumps({"displayTimeUnit": "us", "traceEvents": events}) + "\\n")
+    else:
+        with open(_session["name"] + ".hatchet", "w") as f:
+            json.dump(_tree(), f)
+    triton.knobs.compilation.instrumentation_mode = ""
     _session["name"] = None
     if BEHAVIOUR == "hang_at_exit":
         atexit.register(time.sleep, 3600)
+'''
+
+# Proton's command line as Triton 3.6.0 builds it (triton/profiler/proton.py): -b
+# choices, --mode parsed and not passed on, the script run with exec.
+FAKE_PROTON_CLI = '''
+import argparse, os, sys
+
+from triton.profiler import finalize, start
+from triton.profiler.flags import flags
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("-n", "--name", type=str)
+    p.add_argument("-b", "--backend", type=str, default=None, choices=["cupti", "roctracer", "instrumentation"])
+    p.add_argument("-c", "--context", type=str, default="shadow", choices=["shadow", "python"])
+    p.add_argument("-m", "--mode", type=str, default=None)
+    p.add_argument("-d", "--data", type=str, default="tree", choices=["tree", "trace"])
+    p.add_argument("target_args", nargs=argparse.REMAINDER)
+    args = p.parse_args()
+    start(args.name, context=args.context, data=args.data, backend=args.backend or "cupti")
+    flags.command_line = True
+    script = os.path.abspath(args.target_args[0])
+    sys.argv = [script] + args.target_args[1:]
+    with open(script, "rb") as f:
+        code = compile(f.read(), script, "exec")
+    exec(code, {"__name__": "__main__", "__file__": script})
+    finalize()
+
+
+if __name__ == "__main__":
+    main()
+'''
+
+FAKE_FLAGS = '''
+class _Flags:
+    profiling_on = False
+    instrumentation_on = False
+    command_line = False
+
+
+flags = _Flags()
+'''
+
+FAKE_LANGUAGE = '''
+_SEMANTICS = {"gluon"}
+
+
+def enable_semantic(name):
+    _SEMANTICS.add(name)
+
+
+def enter_scope(name, _semantic=None):
+    pass
+
+
+def exit_scope(name, _semantic=None):
+    pass
 '''
 
 FAKE_TORCH = '''
@@ -208,19 +362,29 @@ def gelu(x, approximate="none"):
 '''
 
 
-def fake_gpu_stack(root: Path, behaviour: str = "ok") -> Path:
+def fake_gpu_stack(root: Path, behaviour: str = "ok", *, profilers: tuple[str, ...] = ("cupti",),
+                   language: bool = True) -> Path:
     """A fake triton + torch in which the GELU payload runs to completion on the CPU
-    and a fake Proton writes a capture; ``behaviour`` ok | empty | hang_at_exit."""
+    and a fake Proton writes a capture: a tree (kernel nodes; for instrumentation,
+    scope nodes with cycle metrics under the kernel) or, for data="trace", a Chrome
+    trace; with Triton 3.6.0's command line (``python -m triton.profiler.proton``) and,
+    with ``language``, ``triton.profiler.language`` (scopes refused in Triton kernels
+    until ``enable_semantic("triton")``, as in 3.6.0). ``behaviour``: ok | empty |
+    hang_at_exit | trace_hangs (finalize never returns for data="trace")."""
     pkg = root / "triton"
     (pkg / "profiler").mkdir(parents=True)
     (pkg / "language").mkdir()
     (pkg / "_C").mkdir()
     (pkg / "__init__.py").write_text(FAKE_GPU_TRITON)
     (pkg / "profiler" / "__init__.py").write_text(FAKE_GPU_PROFILER.replace("@BEHAVIOUR@", repr(behaviour)))
+    (pkg / "profiler" / "flags.py").write_text(FAKE_FLAGS)
+    (pkg / "profiler" / "proton.py").write_text(FAKE_PROTON_CLI)
+    if language:
+        (pkg / "profiler" / "language.py").write_text(FAKE_LANGUAGE)
     (pkg / "language" / "__init__.py").write_text("constexpr = int\n")
     (pkg / "_C" / "__init__.py").write_text("")
     (pkg / "_C" / "libproton.py").write_text(
-        "class proton:\n    @staticmethod\n    def get_available_profilers():\n        return ['cupti']\n")
+        f"class proton:\n    @staticmethod\n    def get_available_profilers():\n        return {list(profilers)!r}\n")
     torch = root / "torch"
     (torch / "nn").mkdir(parents=True)
     (torch / "__init__.py").write_text(FAKE_TORCH + "\nfrom torch import nn\n")

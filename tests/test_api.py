@@ -780,7 +780,7 @@ def test_upload_invalid_reports_name_the_field(store: Store, make_client: Any) -
     assert_error(c.upload(json.dumps(bad_outcome)), 422, "invalid_report", "modes.0.outcome")
 
     future = copy.deepcopy(good)
-    future["schema_version"] = 3
+    future["schema_version"] = 4
     assert_error(c.upload(json.dumps(future)), 422, "invalid_report", "schema_version")
 
     # integers are held to the bounds the published schema gives them, in typed

@@ -13,7 +13,7 @@ from survey.evidence import report
 from survey.evidence.report import ReportError, parse_report
 from tests.conftest import REPORTS, report_bytes
 
-SCHEMA = Path(__file__).resolve().parents[1] / "schema" / "probe-report.v2.schema.json"
+SCHEMA = Path(__file__).resolve().parents[1] / "schema" / "probe-report.v3.schema.json"
 
 
 def test_vocabularies_match_the_probe() -> None:
@@ -29,7 +29,7 @@ def test_published_schema_is_generated_from_the_model() -> None:
 @pytest.mark.parametrize("path", sorted(REPORTS.glob("*.json")), ids=lambda p: p.name)
 def test_every_real_report_validates(path: Path) -> None:
     model, data = parse_report(path.read_bytes())
-    assert model.schema_version == (2 if "sm90" in path.name else 1)
+    assert model.schema_version == (3 if "schema3" in path.name else 2 if "sm90" in path.name else 1)
     assert {m.outcome for m in model.modes} <= set(O.OUTCOMES)
 
 
@@ -45,7 +45,7 @@ def test_errors_name_the_field() -> None:
     with pytest.raises(ReportError, match="not JSON"):
         parse_report(b"{nope")
     with pytest.raises(ReportError) as e:
-        parse_report(json.dumps({**json.loads(report_bytes("cpu-triton-3.8.0.json")), "schema_version": 3}))
+        parse_report(json.dumps({**json.loads(report_bytes("cpu-triton-3.8.0.json")), "schema_version": 4}))
     assert e.value.field == "schema_version"
 
 
@@ -61,7 +61,8 @@ def test_records_are_declared_once_and_held_against_the_model() -> None:
     from probes import records
 
     models = {"attempt": report.Attempt, "mode_result": report.ModeResult, "platform": report.Platform,
-              "origin": report.Origin}
+              "origin": report.Origin, "recorded": report.Recorded, "capture": report.CaptureResult,
+              "option_result": report.OptionResult}
     assert set(models) == set(records.RECORDS)
     for name, model in models.items():
         assert tuple(model.model_fields) == records.fields(name), name

@@ -1,6 +1,6 @@
-"""The probe report (schema version 2; version 1 still read) as typed models.
+"""The probe report (schema version 3; versions 1 and 2 still read) as typed models.
 
-This is the one contract every layer reads. ``schema/probe-report.v1.schema.json``
+This is the one contract every layer reads. ``schema/probe-report.v3.schema.json``
 is generated from these models (``survey schema``) and a test keeps the committed
 file in step; changing the shape means a new ``SCHEMA_VERSION`` and a migration.
 The vocabularies are spelled out here for the type checker and tested against
@@ -235,6 +235,34 @@ class Artifact(Strict):
     saved_to: str | None = None
 
 
+class ProfileFile(Strict):
+    name: str
+    bytes: int
+
+
+class ScopeRecord(Strict):
+    kernel: str
+    name: str
+    cycles: float | None
+    normalized_cycles: float | None
+
+
+class Recorded(Strict):
+    """What a capture's profile records, read from the file Proton wrote (schema 3)."""
+
+    format: str | None
+    files: list[ProfileFile]
+    kernels: list[str]
+    launches: int | None
+    scopes: list[ScopeRecord]
+    cycle_metrics: list[str]
+    pc_samples: int | None
+    trace_events: int | None
+    metric_names: list[str]
+    nodes: int
+    parse_error: str | None
+
+
 class CaptureResult(Strict):
     backend: str | None = Field(max_length=40)
     mode: str | None = Field(max_length=80)
@@ -259,6 +287,25 @@ class CaptureResult(Strict):
     gpu_time_ns: float | None
     top_kernel: str | None
     top_kernel_time_ns: float | None
+    # schema 3: how the capture was taken, what the payload ran, and what it recorded
+    attach: Literal["start", "cli"] = "start"
+    context: str | None = Field(default=None, max_length=40)
+    data: str | None = Field(default=None, max_length=40)
+    rule: str | None = Field(default=None, max_length=80)
+    kernel: Literal["plain", "scoped", "mixed"] | None = None
+    scopes: dict[str, Any] | None = None
+    session_mode: str | None = None
+    launches_in_session: int | None = None
+    expected: Literal["kernels", "scopes"] | None = None
+    recorded: Recorded | None = None
+
+
+class OptionResult(Strict):
+    """One of Proton's options past the mode, measured by a capture of its own (schema 3)."""
+
+    option: Literal["context", "data", "mode", "cli", "kernels"]
+    value: str | None
+    capture: CaptureResult
 
 
 class Stubs(Open):
@@ -303,7 +350,7 @@ class Origin(Strict):
 class Report(Strict):
     """One probe run inside one environment, on one platform."""
 
-    schema_version: Literal[1, 2]
+    schema_version: Literal[1, 2, 3]
     probe: ProbeInfo
     platform: Platform | None = Field(default=None, description="written by every schema-2 probe; where it is "
                                                                   "absent the platform is derived from "
@@ -315,12 +362,14 @@ class Report(Strict):
     modes: list[ModeResult]
     libraries: list[LibraryResult]
     captures: list[CaptureResult]
+    options: list[OptionResult] = Field(default_factory=list, description="schema 3: Proton's options past the "
+                                                                           "mode, for the backends that started")
     stubs: Stubs
     sections: dict[str, dict[str, Any]]
 
 
-assert SCHEMA_VERSION == 2, "bump the Report model and add a migration with the schema version"
-READABLE_VERSIONS = (1, 2)
+assert SCHEMA_VERSION == 3, "bump the Report model (and migrate the store if its columns change) with the schema"
+READABLE_VERSIONS = (1, 2, 3)
 MAX_DEPTH = 64  # deeper than any report the probe writes; deep enough to refuse before recursion fails
 MAX_INT = 2**53 - 1  # I-JSON (RFC 7493): integers every JSON reader holds exactly
 
@@ -457,8 +506,9 @@ def json_schema() -> dict[str, Any]:
 def _schema() -> dict[str, Any]:
     schema = _held_to_parse_rules(Report.model_json_schema())
     schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
-    schema["$id"] = "https://proton-survey.invalid/schema/probe-report.v2.schema.json"
-    schema["title"] = "proton-survey probe report, schema version 2 (version 1: no platform, origin, attempts)"
+    schema["$id"] = "https://proton-survey.invalid/schema/probe-report.v3.schema.json"
+    schema["title"] = ("proton-survey probe report, schema version 3 (version 2: no options, nor what a capture "
+                       "recorded; version 1: no platform, origin, attempts)")
     return schema
 
 

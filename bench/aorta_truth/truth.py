@@ -1,0 +1,419 @@
+#!/usr/bin/env python3
+"""Ground truth for ``survey check --recipe``: does each aorta cell leave a profile?
+
+    truth.py record OUT [--python PY] [--jobs N] [--timeout S]   (a GPU host; aorta importable by PY)
+    truth.py compare OUT [--survey CMD] [--platform sm_90]        (any host with proton-survey)
+    truth.py from-log RECORD_LOG OUT                              (OUT/truth.json from record's printed lines)
+
+``record`` runs every recipe under ``recipes/`` exactly as ``aorta sweep run`` runs it
+(aorta's own command line, ``aorta.cli:main``, which calls
+``aorta.triage.runner.run_recipe``): ``--recipe R --mitigations-file sidecar.json
+--output DIR``, and for a ``mode: probe`` recipe the command ``-- PY workload.py``.
+Then, for every cell aorta's own loader lists, it reads what the cell left: the
+Proton profiles under the cell's collector directory (``.../proton/``), read with
+the probe's own reader (``probes/capture.py``: kernels, launches, scopes with cycle
+metrics, PC samples, trace events), aorta's own summary of them (the trial's
+``proton_*`` metrics), the trial's status and the workload's last words. A cell
+*left a profile* when one of its profiles records something measured: a timed
+kernel, a scope with cycles, a PC sample or a timed trace event. It writes
+``OUT/truth.json``.
+
+``compare`` ingests ``OUT/report.json`` (the probe's report from the same host) into
+a temporary store, asks ``survey check CANDIDATE --recipe R --platform P --json``
+for every recipe, and prints one row per cell: what really happened, what survey
+said, and whether they agree (survey "will run" = a profile is left; "cannot run"
+or "collects no proton" = none; "not enough evidence" agrees with nothing).
+"""
+
+import argparse
+import concurrent.futures
+import glob
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+sys.path.insert(0, ROOT)
+
+from probes import capture  # noqa: E402  (stdlib only: the probe's profile reader)
+
+RECIPES = os.path.join(HERE, "recipes")
+SIDECAR = os.path.join(HERE, "sidecar.json")
+WORKLOAD = os.path.join(HERE, "workload.py")
+AORTA = "import sys; from aorta.cli import main; sys.argv[0] = 'aorta'; main()"
+CANDIDATE = "aorta-truth"
+TAIL = 3000
+
+
+def recipes():
+    return sorted(glob.glob(os.path.join(RECIPES, "*.yaml")))
+
+
+def _tail(path, limit=TAIL):
+    try:
+        with open(path, "rb") as f:
+            f.seek(0, os.SEEK_END)
+            f.seek(max(0, f.tell() - limit))
+            return f.read().decode("utf-8", "backslashreplace")
+    except OSError:
+        return None
+
+
+# --------------------------------------------------------------------------- record
+def run_recipe(py, recipe, out, timeout, env):
+    """One recipe through ``aorta sweep run``, in a process of its own."""
+    from aorta.triage.recipe import load_recipe
+
+    loaded = load_recipe(Path(recipe), sidecar_files=(Path(SIDECAR),))
+    probe_mode = loaded.probe_extras is not None
+    argv = [py, "-c", AORTA, "sweep", "run", "--recipe", recipe, "--mitigations-file", SIDECAR, "--output", out]
+    if probe_mode:
+        argv += ["--", py, WORKLOAD]
+    os.makedirs(out, exist_ok=True)
+    t0 = time.time()
+    with open(os.path.join(out, "aorta.stdout"), "wb") as o, open(os.path.join(out, "aorta.stderr"), "wb") as e:
+        try:
+            proc = subprocess.run(argv, stdout=o, stderr=e, timeout=timeout, env=env, cwd=out,
+                                  stdin=subprocess.DEVNULL)
+            code, timed_out = proc.returncode, False
+        except subprocess.TimeoutExpired:
+            code, timed_out = None, True
+    return {"argv": argv, "exit_code": code, "timed_out": timed_out, "duration_s": round(time.time() - t0, 2),
+            "stdout_tail": _tail(os.path.join(out, "aorta.stdout")),
+            "stderr_tail": _tail(os.path.join(out, "aorta.stderr"))}
+
+
+def read_profile(path):
+    """What one profile file records (records.RECORDED), read as the probe reads its own."""
+    files = [{"name": os.path.basename(path), "bytes": os.path.getsize(path)}]
+    try:
+        with open(path, "rb") as f:
+            db = json.loads(f.read().decode("utf-8", "replace"))
+        if path.endswith(".chrome_trace"):
+            rec = capture.recorded_in_trace(db, files)
+        else:
+            rec = capture.recorded_in_tree(db, files, "hatchet" if path.endswith(".hatchet") else "unknown")
+    except (ValueError, KeyError, TypeError, IndexError, AttributeError) as e:
+        rec = capture.nothing_recorded(files, None, "%s: %s" % (type(e).__name__, e))
+    return rec
+
+
+def measured(rec):
+    return bool(rec["launches"]) or bool(rec["scopes"]) or bool(rec["pc_samples"])
+
+
+def cell_dirs(out, ticket, cell, probe_mode):
+    if probe_mode:  # aorta sweep run's probe flow: <output>/<ticket>/<cell>/
+        pattern = os.path.join(out, ticket, cell)
+    else:  # the workload flow: <output>/<ticket>/<workload>/<timestamp>/cells/<cell>/
+        pattern = os.path.join(out, ticket, "*", "*", "cells", cell)
+    return sorted(p for p in glob.glob(pattern) if os.path.isdir(p))
+
+
+def matrix_cells(out):
+    found = {}
+    for path in glob.glob(os.path.join(out, "**", "matrix.json"), recursive=True):
+        try:
+            with open(path) as f:
+                doc = json.load(f)
+        except (OSError, ValueError):
+            continue
+        for c in doc.get("cells") or []:
+            found[c.get("name")] = c
+    return found
+
+
+def trial_facts(entry):
+    """aorta's own record of each trial of a cell: status, error, its proton_* summary."""
+    out = []
+    for path in (entry or {}).get("trial_paths") or []:
+        try:
+            with open(path) as f:
+                doc = json.load(f)
+        except (OSError, ValueError):
+            out.append({"path": path, "unreadable": True})
+            continue
+        result = doc.get("result") or {}
+        metrics = result.get("metrics") or {}
+        out.append({
+            "path": path,
+            "passed": result.get("passed"),
+            "exit_status": doc.get("exit_status"),
+            "failure_details": result.get("failure_details"),
+            "trial_env": (doc.get("config") or {}).get("_aorta_trial_env"),
+            "aorta_proton_metrics": {k: v for k, v in metrics.items() if k.startswith("proton_")},
+        })
+    return out
+
+
+def command_facts(cell_dir):
+    """What a probe-mode trial ran (the command as aorta wrapped it) and how it ended."""
+    out = []
+    for path in sorted(glob.glob(os.path.join(cell_dir, "trial_*", "result.json"))):
+        try:
+            with open(path) as f:
+                doc = json.load(f)
+        except (OSError, ValueError):
+            continue
+        out.append({k: doc.get(k) for k in ("argv", "exit_code", "verdict", "timed_out")})
+    return out
+
+
+def workload_said(cell_dir):
+    said = []
+    for path in sorted(glob.glob(os.path.join(cell_dir, "**", "stdout*"), recursive=True)):
+        text = _tail(path, 20000) or ""
+        for line in text.splitlines():
+            if line.startswith("workload: "):
+                try:
+                    said.append(json.loads(line[len("workload: "):]))
+                except ValueError:
+                    said.append(line)
+    return said
+
+
+def stderr_tails(cell_dir):
+    tails = {}
+    for path in sorted(glob.glob(os.path.join(cell_dir, "**", "stderr*"), recursive=True)):
+        text = _tail(path, 1500)
+        if text:
+            tails[os.path.relpath(path, cell_dir)] = text
+    return tails
+
+
+def why(cell):
+    """One line: what the cell left, or why it left nothing."""
+    if cell["proton"] is None:
+        return "collects no proton (collectors: %s)" % (", ".join(cell["collect"]) or "none")
+    measured_ones = [p for p in cell["profiles"] if p["measured"]]
+    if measured_ones:
+        r = measured_ones[0]["recorded"]
+        parts = []
+        if r["launches"]:
+            parts.append("%d kernel launches (%s)" % (r["launches"], ", ".join(r["kernels"])))
+        if r["scopes"]:
+            parts.append("%d scopes with %s (%s)" % (len(r["scopes"]), "/".join(r["cycle_metrics"]),
+                                                    ", ".join(sorted({sc["name"] for sc in r["scopes"]}))))
+        if r["pc_samples"]:
+            parts.append("%d PC samples" % r["pc_samples"])
+        return "%s %s: %s" % (r["format"], measured_ones[0]["path"].rsplit("/", 1)[-1], "; ".join(parts))
+    for t in cell["trials"]:
+        for d in t.get("failure_details") or []:
+            if d.get("phase") == "setup" or d.get("error"):
+                return "trial %s: %s: %s" % (t.get("exit_status"), d.get("type"), d.get("error"))
+    for c in cell["commands"]:
+        code = c.get("exit_code")
+        if code:
+            last = ""
+            for text in cell["stderr"].values():
+                lines = [ln for ln in text.splitlines() if ln.strip()]
+                last = lines[-1] if lines else last
+            how = "died of %s" % _signal(-code) if code < 0 else "exited %s" % code
+            said = [w for w in cell["workload_said"] if isinstance(w, dict)]
+            if said and said[-1].get("passed") is False:
+                last = "the workload's own check failed" + (": " + last if last else "")
+            return "the command %s%s" % (how, ": " + last if last else "")
+    if cell["profiles"]:
+        return "profile written, records nothing measured (%s)" % ", ".join(
+            p["path"].rsplit("/", 1)[-1] for p in cell["profiles"])
+    if cell["trials"] and not cell["commands"]:
+        return "the workload ran in aorta's own process (%s): no Proton collector attached; trial %s" % (
+            cell["workload"], cell["trials"][0].get("exit_status"))
+    return "no profile written"
+
+
+def _signal(num):
+    import signal
+
+    try:
+        return signal.Signals(num).name
+    except ValueError:
+        return "signal %d" % num
+
+
+def record_recipe(recipe, out, runner):
+    from aorta.triage.recipe import load_recipe
+
+    loaded = load_recipe(Path(recipe), sidecar_files=(Path(SIDECAR),))
+    probe_mode = loaded.probe_extras is not None
+    entries = matrix_cells(out)
+    cells = []
+    for cell in loaded.cells:
+        collect = cell.effective_collect(loaded.collect)
+        options = cell.effective_collect_options(loaded.collect_options)
+        dirs = cell_dirs(out, loaded.ticket, cell.name, probe_mode)
+        profiles = []
+        for d in dirs:
+            for path in sorted(glob.glob(os.path.join(d, "**", "proton", "**", "*"), recursive=True)):
+                if os.path.isfile(path):
+                    rec = read_profile(path)
+                    profiles.append({"path": os.path.relpath(path, out), "recorded": rec, "measured": measured(rec)})
+        entry = entries.get(cell.name)
+        cells.append({
+            "cell": cell.name,
+            "workload": loaded.workload,
+            "environment": cell.environment,
+            "mitigations": list(cell.mitigations),
+            "collect": list(collect),
+            "proton": (options.get("proton") or {}) if "proton" in collect else None,
+            "profile_left": any(p["measured"] for p in profiles),
+            "profiles": profiles,
+            "cell_dirs": [os.path.relpath(d, out) for d in dirs],
+            "cell_error": (entry or {}).get("error"),
+            "trials": trial_facts(entry),
+            "commands": [c for d in dirs for c in command_facts(d)],
+            "workload_said": [w for d in dirs for w in workload_said(d)],
+            "stderr": {k: v for d in dirs for k, v in stderr_tails(d).items()},
+        })
+        cells[-1]["why"] = why(cells[-1])
+    return {"recipe": os.path.basename(recipe), "mode": "probe" if probe_mode else "triage", "runner": runner,
+            "cells": cells}
+
+
+def cmd_record(args):
+    out = os.path.abspath(args.out)
+    runs = os.path.join(out, "runs")
+    if os.path.isdir(runs):
+        shutil.rmtree(runs)
+    env = dict(os.environ)
+    t0 = time.time()
+    with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, args.jobs)) as pool:
+        futs = {r: pool.submit(run_recipe, args.python, r, os.path.join(runs, os.path.basename(r)[:-5]),
+                               args.timeout, env) for r in recipes()}
+        runners = {r: f.result() for r, f in futs.items()}
+    wall = time.time() - t0
+    doc = {
+        "what": "per aorta cell: did it leave a Proton profile that records something measured",
+        "aorta": _version("amd-aorta"),
+        "python": args.python,
+        "wall_s": round(wall, 1),
+        "recipes": [record_recipe(r, os.path.join(runs, os.path.basename(r)[:-5]), runners[r]) for r in recipes()],
+    }
+    path = os.path.join(out, "truth.json")
+    with open(path, "w") as f:
+        json.dump(doc, f, indent=1)
+    for rec in doc["recipes"]:
+        for c in rec["cells"]:
+            print("%-30s %-18s profile left: %-3s %s" % (rec["recipe"], c["cell"], "yes" if c["profile_left"] else "no",
+                                                        c["why"]))
+    print("truth: %s (%d cells, %.0f s)" % (path, sum(len(r["cells"]) for r in doc["recipes"]), wall))
+    return 0
+
+
+def _version(dist):
+    try:
+        from importlib.metadata import version
+
+        return version(dist)
+    except Exception as e:  # said, not guessed
+        return "unknown (%s)" % e
+
+
+# --------------------------------------------------------------------------- compare
+def predicted(cell):
+    """survey's answer as a prediction: True (a profile), False (none), None (no answer)."""
+    if cell.get("verdict") == "not_applicable":
+        return False
+    code = cell.get("exit_code")
+    return {0: True, 2: False}.get(code)
+
+
+def cmd_compare(args):
+    out = os.path.abspath(args.out)
+    with open(os.path.join(out, "truth.json")) as f:
+        truth = json.load(f)
+    report = os.path.join(out, "report.json")
+    survey = args.survey.split()
+    work = tempfile.mkdtemp(prefix="aorta-truth-compare-")
+    db = "sqlite:///" + os.path.join(work, "survey.db")
+    env = dict(os.environ, SURVEY_CLI_CACHE="0", SURVEY_CACHE=os.path.join(work, "cache"))
+    try:
+        ing = subprocess.run(survey + ["ingest", report, "--candidate", CANDIDATE, "--db", db],
+                             capture_output=True, text=True, env=env)
+        if ing.returncode != 0:
+            sys.stderr.write("compare: survey ingest %s failed (exit %d): %s\n" % (
+                report, ing.returncode, (ing.stderr.strip().splitlines() or [""])[-1]))
+            return ing.returncode
+        rows = []
+        for rec in truth["recipes"]:
+            path = os.path.join(RECIPES, rec["recipe"])
+            proc = subprocess.run(survey + ["check", CANDIDATE, "--recipe", path, "--platform", args.platform,
+                                            "--json", "--db", db], capture_output=True, text=True, env=env)
+            err = (proc.stderr.strip().splitlines() or ["no output"])[-1]
+            try:
+                answers = {c["cell"]: c for c in json.loads(proc.stdout)}
+            except (ValueError, TypeError, KeyError):
+                answers = {}
+            for c in rec["cells"]:
+                a = answers.get(c["cell"])
+                said = ("%s (%s)" % (a["verdict"], a.get("cause")) if a is not None
+                        else "no answer: exit %d, %s" % (proc.returncode, err))
+                guess = predicted(a) if a is not None else None
+                rows.append((rec["recipe"], c["cell"], c["profile_left"], said, guess is not None and
+                             guess == c["profile_left"], c.get("why", "")))
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    width = max(len(r[0]) + len(r[1]) for r in rows) + 3
+    print("%-*s %-8s %-6s %-40s %s" % (width, "recipe / cell", "profile", "agree", "survey check said",
+                                        "what really happened"))
+    for recipe, cell, left, said, agree, reason in rows:
+        print("%-*s %-8s %-6s %-40s %s" % (width, recipe + " / " + cell, "yes" if left else "no",
+                                            "yes" if agree else "NO", said, reason))
+    agreed = sum(1 for r in rows if r[4])
+    print("agreement: %d of %d cells (%.0f%%)" % (agreed, len(rows), 100.0 * agreed / len(rows) if rows else 0))
+    return 0
+
+
+LOG_LINE = re.compile(r"^(?P<recipe>\S+\.yaml)\s+(?P<cell>\S+)\s+profile left: (?P<left>yes|no)\s*(?P<why>.*)$")
+
+
+def cmd_from_log(args):
+    """A truth.json holding only what ``record`` printed per cell (recipe, cell,
+    profile left, why), read back from its log: for a run whose truth.json itself
+    was not kept. Says so in the file."""
+    recipes = {}  # type: dict
+    with open(args.log, encoding="utf-8", errors="replace") as f:
+        for line in f:
+            m = LOG_LINE.match(line.rstrip("\n"))
+            if m:
+                recipes.setdefault(m["recipe"], []).append(
+                    {"cell": m["cell"], "profile_left": m["left"] == "yes", "why": m["why"]})
+    doc = {"what": "per aorta cell: did it leave a Proton profile that records something measured",
+           "derived_from": "the per-cell lines `truth.py record` printed (%s); the rest of that run's truth.json "
+                           "was not kept" % os.path.basename(args.log),
+           "recipes": [{"recipe": r, "cells": cells} for r, cells in recipes.items()]}
+    os.makedirs(args.out, exist_ok=True)
+    with open(os.path.join(args.out, "truth.json"), "w") as f:
+        json.dump(doc, f, indent=1)
+    print("%d cells from %s" % (sum(len(c) for c in recipes.values()), args.log))
+    return 0
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    sub = p.add_subparsers(dest="cmd", required=True)
+    r = sub.add_parser("record", help="run every recipe through aorta; write OUT/truth.json")
+    r.add_argument("out")
+    r.add_argument("--python", default=sys.executable, help="the interpreter aorta and the workload run under")
+    r.add_argument("--jobs", type=int, default=6, help="recipes run at once")
+    r.add_argument("--timeout", type=float, default=400.0, help="seconds for one recipe")
+    c = sub.add_parser("compare", help="survey check every recipe against OUT/truth.json")
+    c.add_argument("out")
+    c.add_argument("--survey", default="survey", help="the survey command (default: survey on PATH)")
+    c.add_argument("--platform", default="sm_90")
+    g = sub.add_parser("from-log", help="OUT/truth.json from the per-cell lines of a record log")
+    g.add_argument("log")
+    g.add_argument("out")
+    args = p.parse_args(argv)
+    return {"record": cmd_record, "compare": cmd_compare, "from-log": cmd_from_log}[args.cmd](args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
