@@ -82,8 +82,8 @@ def test_table_is_replayed_until_a_report_is_ingested(sqlite_store: Store, cache
 
 
 def test_a_retry_that_keeps_the_matrix_version_is_still_a_change(sqlite_store: Store, cache: Path) -> None:
-    """A failure seen again only counts a retry (the matrix version stays); the tidy
-    rows show the count, so the kept answer must not be replayed."""
+    """A failure seen again only counts a retry; the tidy rows show the count, so the
+    kept answer must not be replayed."""
     platform = PlatformId("none:x86_64", "none", None, "x86_64", {})
     fail = {"label": "Gone", "kind": "pip", "spec": {"pip": "gone==1"}, "position": 7, "error": "no such package",
             "platform": platform, "scope": "catalog"}
