@@ -33,7 +33,7 @@ from api.render import q
 from api.runs import MAX_ID, run_summary
 from api.schemas import ERRORS, CandidateResponse, CandidatesResponse
 from db import models as m
-from survey import errortext, queries
+from survey import credentials, errortext, queries
 from survey import verdicts as survey_verdicts
 from survey.errors import UnknownTarget
 
@@ -143,7 +143,7 @@ def candidate_view(
             latest_data = {**run_summary(latest), "provenance": queries.provenance(latest),
                            "verdicts": [asdict(v) for v in verdicts]}
         page = pages.page_after(request, [run_summary(r) for r in runs], size, total, "id")
-        info = {"name": cand.name, "label": cand.label, "kind": cand.kind, "spec": cand.spec,
+        info = {"name": cand.name, "label": cand.label, "kind": cand.kind, "spec": credentials.mask(cand.spec),
                 "position": cand.position, "created_at": queries.iso(cand.created_at),
                 "updated_at": queries.iso(cand.updated_at)}
         data = {"candidate": info, "latest": latest_data,

@@ -167,7 +167,7 @@ def run(
         for fo in done:
             tally[fo.status] = tally.get(fo.status, 0) + 1
         err.print("survey: " + (", ".join(f"{n} {k}" for k, n in sorted(tally.items())) or "nothing to survey")
-                  + f"  (store: {store.url})")
+                  + f"  (store: {store_mod.mask_url(store.url)})", markup=False, highlight=False)
         pairs = sorted({(fo.platform, fo.measured or "") for fo in done if fo.mismatch})
         for advertised, measured in pairs:
             err.print(f"[yellow]note:[/] nodes offering {escape(advertised)} measured {escape(measured)}; reports "
@@ -215,7 +215,7 @@ def run(
     for o in outcomes:
         counts[o.status] = counts.get(o.status, 0) + 1
     err.print("survey: " + (", ".join(f"{n} {k}" for k, n in sorted(counts.items())) or "nothing to survey")
-              + f"  (store: {store.url})")
+              + f"  (store: {store_mod.mask_url(store.url)})", markup=False, highlight=False)
     if table:
         with store.session() as s:
             rows = docs_table.table_rows(s, "all" if aorta else "catalog")

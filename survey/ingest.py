@@ -37,7 +37,7 @@ from sqlalchemy.orm import Session
 
 from db import models as m
 from probes import records
-from survey import errortext, identity, names
+from survey import credentials, errortext, identity, names
 from survey.errors import InvalidReport
 from survey.launchers import Resolved
 from survey.report import Report, ReportError, canonical_json, parse_report
@@ -133,7 +133,9 @@ def upsert_candidate(
     """The candidate row, created or brought up to date with its catalog entry.
 
     ``scope`` catalog promotes an ad-hoc candidate into the catalog; None keeps a
-    stored candidate's scope and makes a new one ad hoc."""
+    stored candidate's scope and makes a new one ad hoc. The spec is kept with the
+    credentials of its URLs masked (survey/credentials.py): nothing reads them back."""
+    spec = credentials.mask(spec) if spec is not None else None
     cand = s.scalar(select(m.Candidate).where(m.Candidate.name == name))
     if cand is None:
         if position is None:  # after every catalog entry
@@ -332,6 +334,7 @@ def record_failure(
     An attempt whose normalised error equals the last one's is a retry of it: its
     count and time go up (and with them the matrix version: views show both), nothing
     else changes."""
+    error = credentials.mask_text(error)
     key = errortext.normalise(error)
     for attempt in range(RETRIES):
         try:
