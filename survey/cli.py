@@ -660,7 +660,8 @@ def serve(
 
 @app.command()
 def publish(
-    directory: Annotated[Path, typer.Argument(help="where to write the site (replaced whole)")],
+    directory: Annotated[Path, typer.Argument(help="where to write the site: a new or empty directory")],
+    force: Annotated[bool, typer.Option("--force", help="replace DIRECTORY whole even if it holds files")] = False,
     db: DbOpt = None,
 ) -> None:
     """Write the matrix, candidates and runs as static files any static host can serve."""
@@ -668,7 +669,7 @@ def publish(
 
     store = open_store(db, create=False)
     try:
-        res = publish_site(store, directory)
+        res = publish_site(store, directory, force=force)
     except OSError as e:
         raise InputError(f"{directory}: cannot write the site there: {e.strerror or e}")
     err.print(f"{directory}: {res.pages} files, {res.bytes / 1e6:.1f} MB"
