@@ -650,12 +650,18 @@ def serve(
     port: Annotated[int, typer.Option(help="port")] = 8000,
     workers: Annotated[int, typer.Option(help="processes serving the one port (a store file or PostgreSQL; each "
                                               "worker answers what the store holds now)")] = 1,
+    max_connections: Annotated[int, typer.Option(
+        help="connections open at once, per process; one more is answered 503 and closed")] = 1000,
+    header_timeout: Annotated[float, typer.Option(
+        help="seconds a request's head (its line and header fields) may take to arrive; then 408")] = 10.0,
 ) -> None:
     """Serve the matrix and the evidence over HTTP (FastAPI, uvicorn)."""
     from api import serve as serving
+    from api.httpguard import Limits
 
     serving.check_port(port)  # exit 64; a port in use: exit 69 (api.serve); --workers outside 1-64: 64
-    serving.serve(lambda: open_store(db), host, port, workers)
+    serving.serve(lambda: open_store(db), host, port, workers,
+                  Limits(header_timeout_s=header_timeout, max_connections=max_connections))
 
 
 @app.command()
