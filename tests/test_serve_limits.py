@@ -125,7 +125,7 @@ def test_a_request_head_over_the_limits_is_refused(served: Served, head: bytes, 
 
 
 def test_connections_past_the_limit_are_answered_503_and_closed(filled_store: Store, tmp_path: Path) -> None:
-    srv = Served(filled_store.url, tmp_path / "serve.log", "--max-connections", "8")
+    srv = Served(filled_store.url, tmp_path / "serve.log", "--max-connections", "8", "--header-timeout", "300")
     held: list[socket.socket] = []
     try:
         for _ in range(8):  # half-sent heads holding every slot
