@@ -40,6 +40,7 @@ from api import badges, candidates, check, diff, docs, errors, history, matrix, 
 from api.cache import MatrixCache
 from api.middleware import HeadAsGet, SecurityHeaders
 from api.replay import Replay
+from api.storewatch import StoreWatch
 from db.store import Store
 
 TOKEN_ENV = "SURVEY_TOKEN"
@@ -113,5 +114,6 @@ def create_app(store: Store, *, token: str | None = None, max_upload_bytes: int 
     app.mount("/static", StaticFiles(directory=str(render.STATIC)), name="static")
     app.add_middleware(SecurityHeaders)
     app.add_middleware(HeadAsGet)
-    app.add_middleware(Replay, cache=cache)  # outermost: repeats answers a view gave at this version
+    app.add_middleware(Replay, cache=cache)  # repeats answers a view gave at this version
+    app.add_middleware(StoreWatch, store=store, cache=cache)  # outermost: the store replaced, or out
     return app

@@ -81,12 +81,36 @@ class MatrixCache:
         self._sql = text("SELECT value FROM meta WHERE key = :key")
         self._raw: sqlite3.Connection | None = None
         self._raw_lock = threading.Lock()
-        url = store.engine.url
+        self.epoch = 0  # moves when the store is reopened (api.storewatch): nothing computed before is kept
+        self.attach()
+
+    def attach(self) -> None:
+        """Open the version's own connection to the store (again, after :meth:`detach`)."""
+        url = self.store.engine.url
         if url.get_backend_name() == "sqlite" and url.database and url.database != ":memory:" \
                 and not url.database.startswith("file:"):
             # Read on every request, so skip the ORM: one autocommit connection of
             # our own (each SELECT sees the latest commit; WAL: a writer never blocks it).
             self._raw = sqlite3.connect(url.database, timeout=30, isolation_level=None, check_same_thread=False)
+
+    def detach(self) -> None:
+        """Forget everything computed and close the version's connection: the store is
+        being reopened (another file now answers at its path).
+
+        First the old file's WAL is checkpointed into it and emptied, through this
+        connection (which is certain to be the old file's): SQLite finds a WAL by the
+        file's name, so a WAL left beside the new file would be read as the new file's."""
+        with self._lock:
+            self.epoch += 1
+            self._entries.clear()
+            self._version = None
+        with self._raw_lock:
+            if self._raw is not None:
+                try:
+                    self._raw.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
+                except sqlite3.Error:
+                    pass  # read-only, or busy: the new file is still opened; nothing else to do here
+        self.close()
 
     @property
     def local(self) -> bool:
@@ -95,9 +119,10 @@ class MatrixCache:
 
     def version(self) -> str:
         """The store's matrix version now (one indexed read)."""
-        if self._raw is not None:
+        raw = self._raw
+        if raw is not None:
             with self._raw_lock:
-                row = self._raw.execute("SELECT value FROM meta WHERE key = ?", (MATRIX_VERSION,)).fetchone()
+                row = raw.execute("SELECT value FROM meta WHERE key = ?", (MATRIX_VERSION,)).fetchone()
             value = row[0] if row else None
         else:
             with self.store.engine.connect() as conn:
@@ -105,9 +130,10 @@ class MatrixCache:
         return str(value) if value is not None else NO_VERSION
 
     def close(self) -> None:
-        if self._raw is not None:
-            self._raw.close()
-            self._raw = None
+        with self._raw_lock:
+            if self._raw is not None:
+                self._raw.close()
+                self._raw = None
 
     def get(self, version: str, key: Hashable) -> Any:
         with self._lock:
@@ -118,8 +144,10 @@ class MatrixCache:
                 self._entries.move_to_end(key)
             return entry
 
-    def put(self, version: str, key: Hashable, entry: Any) -> None:
+    def put(self, version: str, key: Hashable, entry: Any, epoch: int | None = None) -> None:
         with self._lock:
+            if epoch is not None and epoch != self.epoch:
+                return  # computed from the store before it was reopened
             if version != self._version:
                 self._entries.clear()
                 self._version = version
@@ -147,6 +175,7 @@ async def memo(request: Request, version_: str, key: Hashable, compute: Callable
         return await asyncio.shield(running)
     future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
     cache.inflight[(version_, key)] = future
+    epoch = cache.epoch
     try:
         value = await run_in_threadpool(compute)
     except BaseException as e:
@@ -154,7 +183,7 @@ async def memo(request: Request, version_: str, key: Hashable, compute: Callable
         future.exception()  # retrieved: waiters re-raise it, nobody logs "never retrieved"
         raise
     else:
-        cache.put(version_, key, value)
+        cache.put(version_, key, value, epoch)
         future.set_result(value)
     finally:
         cache.inflight.pop((version_, key), None)

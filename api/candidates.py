@@ -33,7 +33,7 @@ from api.render import q
 from api.runs import MAX_ID, run_summary
 from api.schemas import ERRORS, CandidateResponse, CandidatesResponse
 from db import models as m
-from survey.core import errortext
+from survey.core import credentials, errortext
 from survey.core.errors import UnknownTarget
 from survey.evidence import queries
 from survey.verdicts import modes as survey_verdicts
@@ -144,7 +144,8 @@ def candidate_view(
             latest_data = {**run_summary(latest), "provenance": queries.provenance(latest),
                            "verdicts": [asdict(v) for v in verdicts]}
         page = pages.page_after(request, [run_summary(r) for r in runs], size, total, "id")
-        info = {"name": cand.name, "label": cand.label, "kind": cand.kind, "scope": cand.scope, "spec": cand.spec,
+        info = {"name": cand.name, "label": cand.label, "kind": cand.kind, "scope": cand.scope,
+                "spec": credentials.mask(cand.spec),
                 "position": cand.position, "created_at": queries.iso(cand.created_at),
                 "updated_at": queries.iso(cand.updated_at)}
         data = {"candidate": info, "latest": latest_data,

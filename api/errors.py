@@ -14,6 +14,7 @@ from typing import Any
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
+from sqlalchemy.exc import SQLAlchemyError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.responses import Response
 
@@ -35,6 +36,7 @@ CODES = {
     422: "invalid_input",
     500: "internal_error",
     503: "unavailable",
+    507: "insufficient_storage",
 }
 
 
@@ -114,6 +116,16 @@ def install(app: FastAPI) -> None:
         return error_response(request, ApiError(422, "invalid_input", f"{field}: {msg}" if field else msg,
                                                 field=field))
 
+    async def store_error(request: Request, exc: Exception) -> Response:
+        from api.storewatch import outage_error
+        from db.outage import classify
+
+        problem = classify(exc, request.app.state.store.describe())
+        if problem is None:
+            raise exc  # not an outage: the server's own 500 (api.errors.unexpected)
+        log.warning("%s %s: %s", request.method, request.url.path, problem.message)
+        return error_response(request, outage_error(problem))
+
     async def unexpected(request: Request, exc: Exception) -> Response:
         log.exception("unhandled error on %s %s", request.method, request.url.path)
         return error_response(request, ApiError(500, "internal_error",
@@ -123,4 +135,5 @@ def install(app: FastAPI) -> None:
     app.add_exception_handler(SurveyError, survey_error)
     app.add_exception_handler(StarletteHTTPException, http_error)
     app.add_exception_handler(RequestValidationError, validation_error)
+    app.add_exception_handler(SQLAlchemyError, store_error)
     app.add_exception_handler(Exception, unexpected)

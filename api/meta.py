@@ -9,6 +9,7 @@ from starlette.responses import RedirectResponse, Response
 from api import formats
 from api.errors import ApiError
 from api.schemas import Health
+from db.outage import classify
 from survey.evidence.report import json_schema
 
 
@@ -20,8 +21,10 @@ async def healthz(request: Request) -> Response:
     state = request.app.state
     try:
         version = await run_in_threadpool(state.matrix_cache.version)
-    except Exception as e:  # the database is gone or unreadable
-        raise ApiError(503, "unavailable", f"the store cannot be read: {type(e).__name__}")
+    except Exception as e:  # the database is gone or unreadable: say which part
+        problem = classify(e, state.store.describe())
+        raise ApiError(503, "store_unavailable", problem.message if problem is not None else
+                       f"{state.store.describe()} cannot be read: {type(e).__name__}")
     body = {"status": "ok", "schema_revision": state.store.revision, "matrix_version": version}
     return Response(formats.json_bytes(body), media_type="application/json", headers={"Cache-Control": "no-store"})
 

@@ -34,6 +34,7 @@ MAX_BYTES = 256 * 1024 * 1024
 
 @dataclass(frozen=True)
 class Recorded:
+    epoch: int  # the cache's epoch (api.cache.MatrixCache.epoch): the store it came from
     version: str
     etag: str
     start: Message
@@ -63,7 +64,8 @@ class Replay:
         version = self.cache.version() if self.cache.local else await run_in_threadpool(self.cache.version)
         for matched in (True, False) if if_none_match else (False,):
             got = self.answers.get((*base, matched))
-            if got is not None and got.version == version and etag_matches(if_none_match, got.etag) == matched:
+            if got is not None and got.version == version and got.epoch == self.cache.epoch \
+                    and etag_matches(if_none_match, got.etag) == matched:
                 self.answers.move_to_end((*base, matched))
                 self.replayed += 1
                 await send(got.start)
@@ -74,6 +76,7 @@ class Replay:
     async def _record(self, scope: Scope, receive: Receive, send: Send, base: tuple[Any, ...],
                       if_none_match: str | None) -> None:
         slot: dict[str, str] = {}
+        epoch = self.cache.epoch
         start: Message | None = None
         chunks: list[bytes] = []
         whole = False
@@ -88,7 +91,7 @@ class Replay:
             await send(message)
 
         await self.app({**scope, SLOT: slot}, receive, recording)
-        if not (whole and start is not None and slot and start["status"] in (200, 304)):
+        if not (whole and start is not None and slot and start["status"] in (200, 304)) or epoch != self.cache.epoch:
             return
         body = b"".join(chunks)
         matched = etag_matches(if_none_match, slot["etag"])
@@ -96,7 +99,7 @@ class Replay:
         old = self.answers.pop(key, None)
         if old is not None:
             self.bytes -= len(old.body)
-        self.answers[key] = Recorded(slot["version"], slot["etag"], start, body)
+        self.answers[key] = Recorded(epoch, slot["version"], slot["etag"], start, body)
         self.bytes += len(body)
         while self.answers and (len(self.answers) > self.max_answers or self.bytes > self.max_bytes):
             _key, gone = self.answers.popitem(last=False)

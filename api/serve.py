@@ -8,7 +8,14 @@ is a one-line error with an exit code instead of uvicorn's log and exit 3:
   (69, EX_UNAVAILABLE).
 
 ``--workers N`` (N > 1) serves from N processes on the one socket (uvicorn's
-supervisor; each worker restarted if it dies). Every worker opens the store the
+supervisor; each worker restarted if it dies). A worker dies with its supervisor:
+it asks the kernel for SIGTERM when its parent goes (``PR_SET_PDEATHSIG``) and
+also watches its parent's pid, so no worker goes on serving, unsupervised, on the
+port after the supervisor was killed.
+
+Every process holds connections to :mod:`api.httpguard`'s limits: a request head
+must arrive within ``--header-timeout`` seconds and hold at most 64 KiB and 100
+fields; at most ``--max-connections`` connections are open at once (per process). Every worker opens the store the
 parent opened and keeps its own per-version cache: the matrix version is read from
 the store on every request, so evidence stored through one worker is what all of
 them answer with next. A store in this process's memory cannot be shared: usage (64).
@@ -16,12 +23,18 @@ them answer with next. A store in this process's memory cannot be shared: usage 
 
 from __future__ import annotations
 
+import ctypes
 import errno
 import os
+import signal
 import socket
+import sys
+import threading
+import time
 from collections.abc import Callable
 from typing import Any
 
+from api.httpguard import DEFAULT, LIMITS_ATTR, GuardedH11Protocol, Limits
 from db.store import Store
 from survey.core import exitcodes
 from survey.core.errors import SurveyError, UsageProblem
@@ -38,7 +51,10 @@ class AddressUnavailable(SurveyError):
 
 
 WORKER_STORE_ENV = "SURVEY_SERVE_WORKER_STORE"  # the store's URL, handed from the parent to its workers
+SUPERVISOR_ENV = "SURVEY_SERVE_SUPERVISOR"  # the supervisor's pid: a worker dies with it
 MAX_WORKERS = 64
+GRACEFUL_S = 10  # how long a stopping server waits for requests in flight
+PR_SET_PDEATHSIG = 1
 
 
 def check_workers(workers: int) -> None:
@@ -53,11 +69,44 @@ def in_memory(store: Store) -> bool:
                                                    or "mode=memory" in str(url.query))
 
 
+def die_with(supervisor: int) -> None:
+    """End this process when ``supervisor`` (its parent) ends: SIGTERM from the kernel
+    (Linux), and a thread that watches the parent's pid (anywhere; and should the
+    signal be lost), which ends the process if a graceful stop takes too long."""
+    if sys.platform.startswith("linux"):
+        try:
+            ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
+        except (OSError, AttributeError):
+            pass
+
+    def watch() -> None:
+        while os.getppid() == supervisor:
+            time.sleep(0.5)
+        os.kill(os.getpid(), signal.SIGTERM)  # a graceful stop first
+        time.sleep(GRACEFUL_S + 5)
+        os._exit(1)
+
+    threading.Thread(target=watch, name="supervisor-watch", daemon=True).start()
+
+
 def worker_app() -> Any:
     """One worker's service (``--workers N``): its own connections to the parent's store."""
     from api.app import create_app
 
+    if os.environ.get(SUPERVISOR_ENV):
+        die_with(int(os.environ[SUPERVISOR_ENV]))
     return create_app(Store(os.environ[WORKER_STORE_ENV], create=False))
+
+
+def uvicorn_config(app: Any, host: str, port: int, limits: Limits = DEFAULT, **kw: Any) -> Any:
+    """uvicorn's configuration as ``survey serve`` runs it: h11 with :mod:`api.httpguard`'s limits."""
+    import uvicorn
+
+    config = uvicorn.Config(app, host=host, port=port, log_level="info", http=GuardedH11Protocol,
+                            h11_max_incomplete_event_size=limits.max_header_bytes,
+                            timeout_graceful_shutdown=GRACEFUL_S, **kw)
+    setattr(config, LIMITS_ATTR, limits)
+    return config
 
 
 def check_port(port: int) -> None:
@@ -89,28 +138,37 @@ def bind(host: str, port: int) -> socket.socket:
     return sock
 
 
-def serve(open_store: Callable[[], Store], host: str, port: int, workers: int = 1) -> None:
+def check_limits(limits: Limits) -> None:
+    if limits.max_connections < 1:
+        raise UsageProblem(f"--max-connections {limits.max_connections}: at least 1")
+    if not limits.header_timeout_s > 0:
+        raise UsageProblem(f"--header-timeout {limits.header_timeout_s:g}: more than 0 seconds")
+
+
+def serve(open_store: Callable[[], Store], host: str, port: int, workers: int = 1,
+          limits: Limits = DEFAULT) -> None:
     """Bind (host, port) first - the cheap check - then open the store and serve."""
     import uvicorn
 
     from api.app import create_app
 
     check_workers(workers)
+    check_limits(limits)
     sock = bind(host, port)
     try:
         store = open_store()  # created or migrated here, once, before any worker starts
         if workers == 1:
-            config = uvicorn.Config(create_app(store), host=host, port=port, log_level="info")
+            config = uvicorn_config(create_app(store), host, port, limits)
             uvicorn.Server(config).run(sockets=[sock])
             return
         if in_memory(store):
             raise UsageProblem(f"--workers {workers}: an in-memory store cannot be shared between processes; "
                                "give --db a file or a PostgreSQL URL")
         os.environ[WORKER_STORE_ENV] = store.url
+        os.environ[SUPERVISOR_ENV] = str(os.getpid())
         from uvicorn.supervisors import Multiprocess
 
-        config = uvicorn.Config("api.serve:worker_app", factory=True, host=host, port=port, workers=workers,
-                                log_level="info")
+        config = uvicorn_config("api.serve:worker_app", host, port, limits, factory=True, workers=workers)
         Multiprocess(config, sockets=[sock]).run()
     finally:
         sock.close()

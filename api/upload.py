@@ -144,10 +144,14 @@ def store_report(store: Store, raw: bytes, candidate: str | None, label: str | N
     with store.session() as s:
         try:
             # the rules of `survey ingest`; a name given over HTTP is asked for, so it may be new
-            return file_report(s, raw, candidate=candidate, label=label, new=True, catalog=catalog_mod.load(None),
-                               source="upload")
+            res = file_report(s, raw, candidate=candidate, label=label, new=True, catalog=catalog_mod.load(None),
+                              source="upload")
         except RecursionError:  # json.loads of arrays/objects nested past the interpreter's limit
             raise ApiError(422, "invalid_report", "not a probe report: JSON nested too deep to read")
+    if store.replaced():  # written into a file that is no longer the store's: not acknowledged
+        raise ApiError(503, "store_replaced", "the store's file was replaced while this report was being stored; "
+                       "it is not in the new file", hint="send it again")
+    return res
 
 
 def note(res: IngestResult, asked: str | None) -> str | None:
@@ -172,6 +176,9 @@ async def upload(
 ) -> Response:
     settings = request.app.state.settings
     authorize(settings.token, creds)
+    if request.app.state.store.read_only:
+        raise ApiError(403, "read_only_store", "this server's store is read-only: it accepts no uploads",
+                       hint="serve a store this server may write to accept uploads")
     candidate = names.check(candidate, "candidate", MAX_CANDIDATE)
     label = names.check(label, "label", MAX_LABEL)
     try:
@@ -199,7 +206,11 @@ def routes(router: APIRouter) -> None:
             201: {"model": UploadResponse, "description": "stored as a new run"},
             200: {"model": UploadResponse, "description": "this exact report was already stored; nothing added"},
             401: {**err, "description": "no token, or not the server's token"},
-            403: {**err, "description": "the server was started without a token: no uploads"},
+            403: {**err, "description": "the server was started without a token, or its store is read-only: "
+                                        "no uploads"},
+            503: {**err, "description": "the store cannot be reached, or its file was replaced meanwhile: "
+                                        "nothing was stored; send it again"},
+            507: {**err, "description": "the store's disk is full: nothing was stored"},
             400: {**err, "description": "a Content-Length that is not a number"},
             408: {**err, "description": "the body did not arrive within the server's time limit"},
             413: {**err, "description": "over the size limit"},

@@ -9,6 +9,15 @@ creates the schema while the others wait for it.
 
 URLs are printed through :func:`mask_url`, so a password never reaches an error
 message, a log or a repr.
+
+A long-lived reader (the service) asks :meth:`Store.replaced` on every request: a
+SQLite store is the file's identity (device and inode) when it was opened, so a
+file replaced under it (``mv new.db survey.db``) is noticed with one ``stat`` and
+:meth:`Store.reopen` opens the new one. PostgreSQL connections are checked before
+use (``pool_pre_ping``), so the first request after a server restart is answered.
+A store that may not be written here (a file or directory without write access,
+a PostgreSQL database whose transactions are read-only) is opened read-only:
+``Store.read_only``.
 """
 
 from __future__ import annotations
@@ -192,6 +201,8 @@ def make_engine(url: str, *, create: bool = True) -> Engine:
                     raise NoStoreError(f"no proton-survey store at {path} "
                                        "(run `survey run` first, or point --db at an existing store)")
                 parsed = _read_only_url(parsed, path)
+            elif path.is_file() and path.stat().st_size > 0:  # an existing store: nothing to create
+                parsed = _read_only_url(parsed, path)
             else:
                 try:
                     path.parent.mkdir(parents=True, exist_ok=True)
@@ -199,7 +210,9 @@ def make_engine(url: str, *, create: bool = True) -> Engine:
                     raise StoreError(f"cannot create the store's directory {path.parent}: {e.strerror}") from e
         read_only = _is_read_only(parsed)
     try:
-        engine = create_engine(parsed, future=True)
+        # A server's connections may die with it (a restart): each is checked before use.
+        extra = {"pool_pre_ping": True} if parsed.get_backend_name() != "sqlite" else {}
+        engine = create_engine(parsed, future=True, **extra)
     except Exception as e:  # ArgumentError, NoSuchModuleError, ...
         raise StoreError(f"cannot use database URL {mask_url(url)!r}: {_scrub(str(e), url)}") from e
     if engine.dialect.name == "sqlite":
@@ -210,7 +223,7 @@ def make_engine(url: str, *, create: bool = True) -> Engine:
 # The newest migration. Opening a store already at this revision reads one row and
 # imports no Alembic (half a second of a CLI command); tests/test_db.py holds this
 # constant to Alembic's own head.
-HEAD_REVISION = "0002"
+HEAD_REVISION = "0003"
 
 
 def _at_head(engine: Engine) -> bool:
@@ -336,14 +349,62 @@ class Store:
 
     def __init__(self, url: str | None = None, *, create: bool = True):
         self.url = normalize_url(url or default_url())
+        self._open(create)
+
+    def _open(self, create: bool) -> None:
         self.engine = make_engine(self.url, create=create)
         try:
             self.revision = ensure_schema(self.engine, create=create)
+            self.read_only = self._read_only()
         except BaseException:
             self.engine.dispose()
             raise
-        self.read_only = self.engine.dialect.name == "sqlite" and _is_read_only(self.engine.url)
         self.sessions = sessionmaker(self.engine, expire_on_commit=False)
+        self.identity = self._file_identity()
+
+    def _read_only(self) -> bool:
+        if self.engine.dialect.name == "sqlite":
+            return _is_read_only(self.engine.url)
+        if self.engine.dialect.name == "postgresql":
+            with self.engine.connect() as conn:
+                return conn.execute(text("SHOW transaction_read_only")).scalar() == "on"
+        return False
+
+    def _file_identity(self) -> tuple[int, int] | None:
+        path = self.sqlite_file()
+        if path is None:
+            return None
+        st = path.stat()
+        return st.st_dev, st.st_ino
+
+    def replaced(self) -> bool:
+        """Is the SQLite file at this store's path another file than the one opened
+        (replaced, or removed)? One ``stat``; always False for PostgreSQL."""
+        if self.identity is None:
+            return False
+        path = self.sqlite_file()
+        try:
+            st = os.stat(path) if path is not None else None
+        except OSError:
+            return True
+        return st is None or (st.st_dev, st.st_ino) != self.identity
+
+    def reopen(self) -> None:
+        """Close every pooled connection and open the store at the same URL again (the
+        file now at the path). Connections still in use are closed when they are returned."""
+        old = self.engine
+        old.dispose()
+        self._open(create=False)
+
+    def describe(self) -> str:
+        """The store, for a one-line message: its kind and where it is, never a password."""
+        url = self.engine.url
+        if url.get_backend_name() == "sqlite":
+            path = self.sqlite_file()
+            return f"the store (the SQLite file {path})" if path else "the store (SQLite in memory)"
+        if url.get_backend_name() == "postgresql":
+            return f"the store (PostgreSQL at {url.host or 'localhost'}:{url.port or 5432}/{url.database})"
+        return f"the store ({mask_url(url)})"
 
     def session(self) -> Session:
         return self.sessions()

@@ -157,7 +157,7 @@ def test_cli_on_postgresql_by_flag_and_by_environment(pg_url: str, tmp_path: Pat
     plain = pg_url.replace("postgresql+psycopg://", "postgresql://")
     report = tmp_path / "r.json"
     report.write_bytes(report_bytes("cpu-triton-3.9.0.json"))
-    r = survey_cli("ingest", str(report), "--candidate", "t39", "--db", plain)
+    r = survey_cli("ingest", str(report), "--candidate", "t39", "--new", "--db", plain)
     assert r.returncode == 0 and "stored as run #1 (candidate t39)" in r.stdout, r
     monkeypatch.setenv("SURVEY_DB", plain)
     r = survey_cli("table", "--format", "json", "--all")  # t39 is ad hoc: not a catalog name

@@ -122,7 +122,8 @@ def test_an_unobtainable_candidate_retried_is_a_retry_not_a_new_run(tmp_path: Pa
     with store.session() as s:
         runs = list(s.scalars(select(m.Run)))
         assert len(runs) == 1 and runs[0].tries == 2 and runs[0].last_tried_at > runs[0].finished_at
-        assert s.scalar(select(m.Meta.value).where(m.Meta.key == "matrix_version")) == version
+        # the matrix version moves: views show the count and the time of the last try
+        assert s.scalar(select(m.Meta.value).where(m.Meta.key == "matrix_version")) != version
     r = survey_cli("table", "--check", str(doc), "--db", db)
     assert r.returncode == 0, r
     assert "the package index 127.0.0.1 cannot be reached from this host" in doc.read_text()

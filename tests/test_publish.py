@@ -94,9 +94,9 @@ def test_publish_needs_an_existing_store_and_a_writable_place(tmp_path: Path, fi
     blocker.write_text("x")
     r = survey_cli("publish", str(blocker / "site"), "--db", filled_store.url)
     assert r.returncode == 65 and "cannot write the site" in r.stderr
-    # publishing again replaces the site whole
+    # publishing again (--force: the directory is not empty) replaces the site whole
     site = tmp_path / "site2"
     assert survey_cli("publish", str(site), "--db", filled_store.url).returncode == 0
     (site / "stale.txt").write_text("old")
-    assert survey_cli("publish", str(site), "--db", filled_store.url).returncode == 0
+    assert survey_cli("publish", str(site), "--db", filled_store.url, "--force").returncode == 0
     assert not (site / "stale.txt").exists() and json.loads((site / "matrix.json").read_text())["count"] == 56

@@ -479,3 +479,22 @@ def test_a_reports_checks_are_read_once_and_never_mix_stores(tmp_path: Path) -> 
         [{k: v for k, v in r.items() if k not in strip} for r in fresh]
     a.close()
     b.close()
+
+
+def test_write_through_a_symlinked_page_updates_its_target(filled_store: Store, tmp_path: Path) -> None:
+    """`--write` on a link writes the page it points to (atomically) and leaves the link a link."""
+    real_dir = tmp_path / "docs"
+    real_dir.mkdir()
+    real = real_dir / "availability.md"
+    real.write_text(f"# Availability\n\n{table_mod.START}\nold\n{table_mod.END}\n\ntail\n")
+    real.chmod(0o640)
+    link = tmp_path / "README-table.md"
+    link.symlink_to(real)
+    r = survey_cli("table", "--write", str(link), "--db", filled_store.url)
+    assert r.returncode == 0, r
+    assert link.is_symlink() and os.readlink(link) == str(real)
+    text = real.read_text()
+    assert "old" not in text and "| Triton 3.9.0" in text and text.endswith("\n\ntail\n")
+    assert real.stat().st_mode & 0o777 == 0o640
+    assert sorted(p.name for p in real_dir.iterdir()) == ["availability.md"]  # no temporary file left
+    assert survey_cli("table", "--check", str(link), "--db", filled_store.url).returncode == 0

@@ -87,4 +87,12 @@ def _main(argv: list[str]) -> None:
         if e.hint:
             err.print(f"  {e.hint}", markup=False, highlight=False)
         sys.exit(e.exit_code)
+    except Exception as e:  # the store failed mid-command: full, read-only, unreachable (db.outage)
+        from db.outage import classify
+
+        problem = classify(e, _opened[-1].describe() if _opened else "the store")
+        if problem is None:
+            raise
+        err.print(f"[bold red]error:[/] {escape(problem.message)}", highlight=False)
+        sys.exit(exitcodes.INPUT)
     sys.exit(rv if isinstance(rv, int) else 0)

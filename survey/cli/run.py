@@ -78,6 +78,7 @@ def run(
                 ahead[e.name].prefetch()
     from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
+    from db.store import mask_url
     from survey.flows.run import RETRY_AFTER_S, Outcome, ProbeSettings, run_survey
 
     store = open_store(db)
@@ -113,7 +114,7 @@ def run(
         for fo in done:
             tally[fo.status] = tally.get(fo.status, 0) + 1
         err.print("survey: " + (", ".join(f"{n} {k}" for k, n in sorted(tally.items())) or "nothing to survey")
-                  + f"  (store: {store.url})")
+                  + f"  (store: {mask_url(store.url)})", markup=False, highlight=False)
         pairs = sorted({(fo.platform, fo.measured or "") for fo in done if fo.mismatch})
         for advertised, measured in pairs:
             err.print(f"[yellow]note:[/] nodes offering {escape(advertised)} measured {escape(measured)}; reports "
@@ -161,7 +162,7 @@ def run(
     for o in outcomes:
         counts[o.status] = counts.get(o.status, 0) + 1
     err.print("survey: " + (", ".join(f"{n} {k}" for k, n in sorted(counts.items())) or "nothing to survey")
-              + f"  (store: {store.url})")
+              + f"  (store: {mask_url(store.url)})", markup=False, highlight=False)
     if table:
         with store.session() as s:
             rows = docs_table.table_rows(s, "all" if aorta else "catalog")

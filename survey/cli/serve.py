@@ -8,7 +8,7 @@ from typing import Annotated
 import typer
 
 from survey.cli.app import DbOpt, app, err, open_store
-from survey.core.errors import InputError
+from survey.core.errors import InputError, StoreUnusable
 
 
 @app.command()
@@ -18,18 +18,38 @@ def serve(
     port: Annotated[int, typer.Option(help="port")] = 8000,
     workers: Annotated[int, typer.Option(help="processes serving the one port (a store file or PostgreSQL; each "
                                               "worker answers what the store holds now)")] = 1,
+    max_connections: Annotated[int, typer.Option(
+        help="connections open at once, per process; one more is answered 503 and closed")] = 1000,
+    header_timeout: Annotated[float, typer.Option(
+        help="seconds a request's head (its line and header fields) may take to arrive; then 408")] = 10.0,
 ) -> None:
     """Serve the matrix and the evidence over HTTP (FastAPI, uvicorn)."""
+    from sqlalchemy.engine import make_url
+
     from api import serve as serving
+    from api.httpguard import Limits
+    from db.store import Store
 
     serving.check_port(port)  # exit 64; a port in use: exit 69 (api.serve); --workers outside 1-64: 64
-    open_store(db, create=False)  # the service reads a store: a mistyped --db is an error, not a new store
-    serving.serve(lambda: open_store(db, create=False), host, port, workers)
+
+    def existing() -> Store:
+        """The store to serve. A missing file is an error (a mistyped --db is not a new store);
+        an in-memory database is new by nature (api.serve refuses it to several workers)."""
+        try:
+            return open_store(db, create=False)
+        except StoreUnusable:
+            if db is None or not db.startswith("sqlite") or make_url(db).database not in (None, "", ":memory:"):
+                raise
+            return open_store(db)
+
+    serving.serve(existing, host, port, workers,
+                  Limits(header_timeout_s=header_timeout, max_connections=max_connections))
 
 
 @app.command()
 def publish(
-    directory: Annotated[Path, typer.Argument(help="where to write the site (replaced whole)")],
+    directory: Annotated[Path, typer.Argument(help="where to write the site: a new or empty directory")],
+    force: Annotated[bool, typer.Option("--force", help="replace DIRECTORY whole even if it holds files")] = False,
     db: DbOpt = None,
 ) -> None:
     """Write the matrix, candidates and runs as static files any static host can serve."""
@@ -37,7 +57,7 @@ def publish(
 
     store = open_store(db, create=False)
     try:
-        res = publish_site(store, directory)
+        res = publish_site(store, directory, force=force)
     except OSError as e:
         raise InputError(f"{directory}: cannot write the site there: {e.strerror or e}")
     err.print(f"{directory}: {res.pages} files, {res.bytes / 1e6:.1f} MB"

@@ -11,6 +11,15 @@ Writers race (several uploads, a survey, a fleet driver): rows that more than on
 writer may create (candidate, environment, platform) are looked up, inserted, and
 on a unique-constraint conflict the whole transaction is retried, finding the
 other writer's row.
+
+Every write begins by moving the store's ``matrix_version``: a counter (not a clock
+reading) that every write a view shows moves, a retry of a failure included, so
+readers may cache whatever they show until it moves. Moving it is the write's first
+statement, so it is also the store's write lock: on SQLite the write transaction
+starts there (writers queue on it), on PostgreSQL the counter's row stays locked
+until the commit. What a writer decides after it - that the report is already
+stored, that the environment already has a run (``unless_unchanged``), that a
+failure is a retry - no other writer can change before it commits.
 """
 
 from __future__ import annotations
@@ -20,13 +29,15 @@ import hashlib
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import func, select
+from sqlalchemy import BigInteger, func, select, update
+from sqlalchemy import String as SqlString
+from sqlalchemy import cast as sql_cast
 from sqlalchemy.exc import IntegrityError, OperationalError
 from sqlalchemy.orm import Session
 
 from db import models as m
 from probes import records
-from survey.core import errortext, names
+from survey.core import credentials, errortext, names
 from survey.core.errors import InvalidReport
 from survey.evidence import identity
 from survey.evidence.identity import Resolved
@@ -43,6 +54,7 @@ class IngestResult:
     created: bool
     candidate: str
     note: str | None = None
+    unchanged: bool = False  # not stored: the environment already had a run (``unless_unchanged``)
 
 
 def _parse_time(text: str | None) -> dt.datetime | None:
@@ -122,7 +134,9 @@ def upsert_candidate(
     """The candidate row, created or brought up to date with its catalog entry.
 
     ``scope`` catalog promotes an ad-hoc candidate into the catalog; None keeps a
-    stored candidate's scope and makes a new one ad hoc."""
+    stored candidate's scope and makes a new one ad hoc. The spec is kept with the
+    credentials of its URLs masked (survey/credentials.py): nothing reads them back."""
+    spec = credentials.mask(spec) if spec is not None else None
     cand = s.scalar(select(m.Candidate).where(m.Candidate.name == name))
     if cand is None:
         if position is None:  # after every catalog entry
@@ -140,8 +154,7 @@ def upsert_candidate(
             setattr(cand, attr, value)
             changed = True
     if changed:
-        cand.updated_at = m.utcnow()
-        bump_matrix_version(s)
+        cand.updated_at = m.utcnow()  # the caller's write moved the matrix version first
     return cand
 
 
@@ -170,12 +183,15 @@ def environment_row(s: Session, report: Report) -> m.Environment:
 
 
 def bump_matrix_version(s: Session) -> None:
-    row = s.scalar(select(m.Meta).where(m.Meta.key == MATRIX_VERSION))
-    stamp = f"{dt.datetime.now(dt.UTC).timestamp():.6f}"
-    if row is None:
-        s.add(m.Meta(key=MATRIX_VERSION, value=stamp))
-    else:
-        row.value = stamp
+    """Add one to the matrix version, in SQL (``value + 1`` on the row itself, so writers
+    never lose each other's step), creating it at 1 in a store that has none yet. As a
+    write's first statement it takes the store's write lock (see the module's doc)."""
+    done = s.execute(update(m.Meta).where(m.Meta.key == MATRIX_VERSION)
+                     .values(value=sql_cast(sql_cast(m.Meta.value, BigInteger) + 1, SqlString()))
+                     .execution_options(synchronize_session=False))
+    if getattr(done, "rowcount", 0) == 0:
+        s.add(m.Meta(key=MATRIX_VERSION, value="1"))
+        s.flush()
 
 
 _MODE_COLUMNS = [c for c in records.fields("mode_result") if c in m.ModeRow.__table__.c]
@@ -235,11 +251,15 @@ def ingest(
     resolved: Resolved | None = None,
     source: str = "ingest",
     scope: str | None = None,
+    unless_unchanged: bool = False,
 ) -> IngestResult:
     """Store one report. Commits on success; rolls back (writing nothing) on error.
 
     ``scope`` catalog files it as published catalog evidence (``survey run``);
-    otherwise a new candidate is ad hoc and a stored one keeps its scope."""
+    otherwise a new candidate is ad hoc and a stored one keeps its scope.
+    ``unless_unchanged``: store nothing when this candidate already has a complete run
+    of the same environment on the same platform by the same probe version (decided
+    under the write lock, so two surveys at once store one run)."""
     report, data, digest = validate(raw)
     if resolved is not None and report.origin is None:
         raise InvalidReport("a report from a launcher must carry its origin", field="origin")
@@ -250,10 +270,17 @@ def ingest(
     platform = identity.platform_of(report)
     for attempt in range(RETRIES):
         try:
+            bump_matrix_version(s)  # first: the write lock (rolled back with the rest if nothing is added)
             existing = _existing(s, digest, name)
             if existing is not None:
                 s.rollback()
                 return existing
+            if unless_unchanged:
+                prior = find_unchanged(s, name, identity.environment_of(report).identity, report.probe.version,
+                                       platform.key)
+                if prior is not None:
+                    s.rollback()
+                    return IngestResult(prior.id, False, name, f"unchanged since run #{prior.id}", unchanged=True)
             cand = upsert_candidate(s, name, label=label, kind=kind, spec=spec, position=position,
                                     update_kind=spec is not None, scope=scope)
             check_matches_candidate(cand, report)
@@ -275,7 +302,6 @@ def ingest(
             s.flush()
             s.add(m.Report(run_id=run.id, raw=text, sha256=digest))
             _store_rows(s, run, report)
-            bump_matrix_version(s)
             s.commit()
             return IngestResult(run.id, True, name)
         except (IntegrityError, OperationalError) as e:
@@ -307,10 +333,13 @@ def record_failure(
     platform, with the raw error. Returns (run id, new?).
 
     An attempt whose normalised error equals the last one's is a retry of it: its
-    count and time go up, nothing else changes, and the matrix version stays."""
+    count and time go up (and with them the matrix version: views show both), nothing
+    else changes."""
+    error = credentials.mask_text(error)
     key = errortext.normalise(error)
     for attempt in range(RETRIES):
         try:
+            bump_matrix_version(s)  # first: the write lock; a retry is shown too
             cand = upsert_candidate(s, name, label=label, kind=kind, spec=spec, position=position, scope=scope)
             prow = platform_row(s, platform)
             last = s.scalar(select(m.Run).where(m.Run.candidate_id == cand.id, m.Run.platform_id == prow.id)
@@ -326,7 +355,6 @@ def record_failure(
                         source="survey", finished_at=now, last_tried_at=now, tries=1, error=error, error_key=key)
             s.add(run)
             s.flush()
-            bump_matrix_version(s)
             s.commit()
             return run.id, True
         except IntegrityError:

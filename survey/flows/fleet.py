@@ -538,7 +538,8 @@ class _Driver:
             self.update(job.row, "storing")
             try:
                 res = ingest(s, result.raw, candidate=e.name, label=e.display_label, kind=e.kind, spec=e.spec(),
-                             position=job.position, source="fleet", scope="catalog")
+                             position=job.position, source="fleet", scope="catalog",
+                             unless_unchanged=not self.settings.force)
             except InvalidReport as err:
                 return outcome("failed", None, f"not stored: {err.message}", measured)
         self.stored_now[slot] = res.run_id

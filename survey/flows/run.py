@@ -163,7 +163,10 @@ def survey_one(
     report("storing")
     with store.session() as s:
         res = ingest(s, raw, candidate=name, label=label, kind=kind, spec=spec, position=position,
-                     resolved=resolved, source="survey", scope=scope)
+                     resolved=resolved, source="survey", scope=scope, unless_unchanged=not settings.force)
+    if res.unchanged:  # another survey stored this environment while this one probed it
+        return Outcome(name, "unchanged", res.run_id, f"unchanged since run #{res.run_id} (stored meanwhile)",
+                       time.time() - t0)
     return Outcome(name, "probed" if res.created else "unchanged", res.run_id,
                    "stored" if res.created else f"identical report already stored as run #{res.run_id}",
                    time.time() - t0)

@@ -131,8 +131,11 @@ def check(path: str | Path, table: str) -> str | None:
 
 
 def write(path: str | Path, table: str) -> bool:
-    """Replace the table between the markers, touching nothing else. Returns changed?"""
-    p = Path(path)
+    """Replace the table between the markers, touching nothing else. Returns changed?
+
+    A page that is a symbolic link is written through it: its target is replaced
+    (atomically, beside itself) and the link stays."""
+    p = Path(os.path.realpath(path))
     text = read_docs(p)
     head, body, tail = _split(text, p)
     new = head + START + "\n" + table.strip("\n") + "\n" + END + tail

@@ -20,6 +20,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from survey.core import credentials
 from survey.core import paths as cache
 from survey.core.errors import Unobtainable
 from survey.environments import probe as probe_run
@@ -57,7 +58,7 @@ class PipLauncher:
         self.install_timeout = install_timeout
 
     def describe(self) -> str:
-        idx = f" from {self.index_url}" if self.index_url else ""
+        idx = f" from {credentials.mask_text(self.index_url)}" if self.index_url else ""
         return f"a venv with {' '.join(self.requirements)}{idx}"
 
     @property
@@ -89,7 +90,8 @@ class PipLauncher:
         try:
             return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
         except subprocess.TimeoutExpired as e:
-            raise Unobtainable(f"pip did not finish within {timeout:.0f}s: {' '.join(cmd[5:])}") from e
+            said = f"pip did not finish within {timeout:.0f}s: {' '.join(cmd[5:])}"
+            raise Unobtainable(credentials.mask_text(said)) from e
 
     def _installed(self, report_path: Path) -> list[dict[str, Any]]:
         rep = json.loads(report_path.read_text())
@@ -118,7 +120,8 @@ class PipLauncher:
                 self.install_timeout,
             )
             if proc.returncode != 0:
-                raise Unobtainable(f"pip could not resolve {' '.join(self.requirements)}:\n{_tail(proc.stderr)}")
+                raise Unobtainable(credentials.mask_text(
+                    f"pip could not resolve {' '.join(self.requirements)}:\n{_tail(proc.stderr)}"))
             return self._installed(rep)
 
     def obtain(self) -> Resolved:
@@ -157,14 +160,15 @@ class PipLauncher:
         )
         if proc.returncode != 0:
             shutil.rmtree(vdir, ignore_errors=True)
-            raise Unobtainable(f"pip install {' '.join(self.requirements)} failed:\n{_tail(proc.stderr)}")
-        resolved = {
+            raise Unobtainable(credentials.mask_text(
+                f"pip install {' '.join(self.requirements)} failed:\n{_tail(proc.stderr)}"))
+        resolved = credentials.mask({  # what is kept and reported: the URLs without their credentials
             "python": version,
             "requirements": self.requirements,
             "index_url": self.index_url,
             "extra_index_urls": self.extra_index_urls,
             "installed": self._installed(rep),
-        }
+        })
         tmp = marker.with_suffix(".tmp")
         tmp.write_text(json.dumps(resolved, indent=1, sort_keys=True))
         tmp.replace(marker)

@@ -1,0 +1,179 @@
+"""``survey serve`` under slow, bloated and numerous connections, and without its supervisor.
+
+A real ``survey serve`` on 127.0.0.1 and raw sockets: a request head sent a byte at
+a time is cut off (408), a head over the size or field-count limit is refused (431),
+connections past ``--max-connections`` are answered 503 and closed, and killing the
+``--workers`` supervisor takes its workers with it. Every loop is bounded.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+from db.store import Store
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+class Served:
+    def __init__(self, db: str, log: Path, *args: str):
+        self.port = free_port()
+        self.log = log
+        with log.open("wb") as out:
+            self.proc = subprocess.Popen([sys.executable, "-m", "survey", "serve", "--db", db, "--port",
+                                          str(self.port), *args], cwd=ROOT, stdout=out, stderr=subprocess.STDOUT,
+                                         start_new_session=True)
+        deadline = time.monotonic() + 60
+        while True:
+            assert self.proc.poll() is None, log.read_text()
+            try:
+                if httpx.get(f"http://127.0.0.1:{self.port}/healthz", timeout=2).status_code == 200:
+                    break
+            except httpx.TransportError:
+                pass
+            assert time.monotonic() < deadline, log.read_text()
+            time.sleep(0.2)
+
+    def connect(self) -> socket.socket:
+        return socket.create_connection(("127.0.0.1", self.port), timeout=10)
+
+    def stop(self) -> None:
+        try:
+            os.killpg(self.proc.pid, signal.SIGTERM)  # the process group this test started
+        except ProcessLookupError:
+            pass
+        try:
+            self.proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+            self.proc.wait()
+
+
+@pytest.fixture
+def served(filled_store: Store, tmp_path: Path) -> Iterator[Served]:
+    srv = Served(filled_store.url, tmp_path / "serve.log")
+    yield srv
+    srv.stop()
+
+
+def answer(conn: socket.socket, limit_s: float = 30) -> bytes:
+    """Everything the server sends until it closes the connection (at most ``limit_s``)."""
+    conn.settimeout(limit_s)
+    data = b""
+    while True:
+        try:
+            chunk = conn.recv(65536)
+        except (ConnectionResetError, BrokenPipeError):
+            break
+        if not chunk:
+            break
+        data += chunk
+    return data
+
+
+def test_a_request_head_sent_a_byte_at_a_time_is_cut_off(served: Served) -> None:
+    with served.connect() as conn:
+        conn.sendall(b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n")
+        conn.settimeout(1.0)
+        closed, got = False, b""
+        for _ in range(40):  # one header byte a second, for at most 40 s
+            try:
+                conn.sendall(b"X")
+                got = conn.recv(65536)
+                closed = True  # an answer or the end of the connection, before the head was done
+                break
+            except TimeoutError:
+                continue
+            except (BrokenPipeError, ConnectionResetError):
+                closed = True
+                break
+        assert closed, "the server kept a connection open whose head never ended"
+        assert got == b"" or got.startswith(b"HTTP/1.1 408"), got
+    assert httpx.get(f"http://127.0.0.1:{served.port}/healthz", timeout=10).status_code == 200
+
+
+@pytest.mark.parametrize("head, says", [
+    (b"X-Big: " + b"a" * (1024 * 1024) + b"\r\n", b"over 65536 bytes"),
+    (b"".join(b"X-N%d: 1\r\n" % i for i in range(500)), b"more than 100 header fields"),
+])
+def test_a_request_head_over_the_limits_is_refused(served: Served, head: bytes, says: bytes) -> None:
+    with served.connect() as conn:
+        try:
+            conn.sendall(b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n" + head + b"\r\n")
+        except (BrokenPipeError, ConnectionResetError):
+            pass  # refused while it was still sending
+        got = answer(conn)
+    assert got.startswith(b"HTTP/1.1 431 "), got[:200]
+    assert says in got
+    assert httpx.get(f"http://127.0.0.1:{served.port}/healthz", timeout=10).status_code == 200
+
+
+def test_connections_past_the_limit_are_answered_503_and_closed(filled_store: Store, tmp_path: Path) -> None:
+    srv = Served(filled_store.url, tmp_path / "serve.log", "--max-connections", "8", "--header-timeout", "300")
+    held: list[socket.socket] = []
+    try:
+        for _ in range(8):  # half-sent heads holding every slot
+            conn = srv.connect()
+            conn.sendall(b"GET /healthz HTTP/1.1\r\n")
+            held.append(conn)
+        time.sleep(0.5)  # the server has accepted them all
+        with srv.connect() as extra:
+            got = answer(extra)
+        assert got.startswith(b"HTTP/1.1 503 ") and b"too many connections" in got, got[:200]
+        for conn in held:
+            conn.close()
+        deadline = time.monotonic() + 20
+        while True:  # the slots are free again once the held connections are gone
+            try:
+                if httpx.get(f"http://127.0.0.1:{srv.port}/healthz", timeout=5).status_code == 200:
+                    break
+            except httpx.TransportError:
+                pass
+            assert time.monotonic() < deadline
+            time.sleep(0.2)
+    finally:
+        for conn in held:
+            conn.close()
+        srv.stop()
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except FileNotFoundError:
+        return False
+    return state != "Z"
+
+
+def test_killing_the_supervisor_takes_its_workers_with_it(filled_store: Store, tmp_path: Path) -> None:
+    srv = Served(filled_store.url, tmp_path / "serve.log", "--workers", "2")
+    try:
+        children = Path(f"/proc/{srv.proc.pid}/task/{srv.proc.pid}/children").read_text().split()
+        workers = [int(c) for c in children if b"resource_tracker" not in Path(f"/proc/{c}/cmdline").read_bytes()]
+        assert len(workers) == 2, children
+        srv.proc.kill()  # SIGKILL: the supervisor cannot pass anything on
+        srv.proc.wait()
+        deadline = time.monotonic() + 30
+        while any(_alive(w) for w in workers) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert not [w for w in workers if _alive(w)], srv.log.read_text()[-2000:]
+        with pytest.raises(httpx.ConnectError):  # and nothing holds the port
+            httpx.get(f"http://127.0.0.1:{srv.port}/healthz", timeout=5)
+    finally:
+        srv.stop()
