@@ -9,5 +9,5 @@ published as ``schema/probe-report.v1.schema.json`` and changes only with a bump
 ``SCHEMA_VERSION``.
 """
 
-PROBE_VERSION = "2.0.0"
+PROBE_VERSION = "2.1.0"
 SCHEMA_VERSION = 2
