@@ -23,6 +23,12 @@ LIBRARIES = {{"cupti": "libcupti.so", "roctracer": "libroctracer64.so", "rocprof
 PROFILERS = {{"cupti": "CuptiProfiler", "roctracer": "RoctracerProfiler", "rocprofiler": "RocprofSDKProfiler"}}
 
 
+def _library_found(backend):
+    lib = LIBRARIES.get(backend, "libproton-fake.so")
+    dirs = [d for d in os.environ.get("LD_LIBRARY_PATH", "").split(":") if d]
+    return any(os.path.exists(os.path.join(d, lib)) for d in dirs)
+
+
 def _next_step(steps, backend, mode):
     """steps[n % len(steps)] for the n-th call of this (backend, mode), n counted in a file."""
     os.makedirs(COUNTERS, exist_ok=True)
@@ -39,12 +45,12 @@ def _next_step(steps, backend, mode):
 def start(name=None, *, context="shadow", data="tree", backend=None, mode=None, hook=None):
     what = BEHAVIOUR.get("%s:%s" % (backend, mode), BEHAVIOUR.get(backend, "unknown"))
     if what.startswith("seq:"):
+        if _library_found(backend):  # a stub rerun: the library loads, and start() with it
+            return 0
         what = _next_step(what[4:].split(","), backend, mode)
     if what == "no-lib":  # as dlopen: loads only where the loader path has it
-        lib = LIBRARIES.get(backend, "libproton-fake.so")
-        dirs = [d for d in os.environ.get("LD_LIBRARY_PATH", "").split(":") if d]
-        if not any(os.path.exists(os.path.join(d, lib)) for d in dirs):
-            raise RuntimeError("Could not load `%s`" % lib)
+        if not _library_found(backend):
+            raise RuntimeError("Could not load `%s`" % LIBRARIES.get(backend, "libproton-fake.so"))
         return 0
     if what == "no-gpu":
         raise RuntimeError("0 active drivers ([]). There should only be one.")
@@ -84,7 +90,9 @@ def fake_triton(root: Path, behaviour: dict[str, str], *, version: str = "0.0.0+
     not load `lib...so``` unless LD_LIBRARY_PATH holds it, as dlopen), no-gpu,
     refuse (``unsupported mode``), unknown (the default); or ``seq:A,B,...``: A on
     the first call of that (backend, mode), B on the second, and round again,
-    counted in a file under ``root/counters`` (so across processes and probes).
+    counted in a file under ``root/counters`` (so across processes and probes);
+    where LD_LIBRARY_PATH holds the backend's library (a stub rerun) a ``seq:``
+    start succeeds and counts nothing.
     ``dist``: also a ``triton`` distribution of ``version`` (its dist-info), so the
     probe reports that version."""
     pkg = root / "triton"
