@@ -29,6 +29,23 @@ def _library_found(backend):
     return any(os.path.exists(os.path.join(d, lib)) for d in dirs)
 
 
+def _stale_environ_read(backend):
+    """As Triton 3.7.x's periodic_flushing on a host without a GPU reads its options:
+    through a stale pointer into the environment block. Where the environment is
+    where exec put it (the stack), the read faults; where it was rewritten (its
+    strings moved to the heap), it reads a variable's name as an option key."""
+    import ctypes
+
+    environ = ctypes.POINTER(ctypes.c_void_p).in_dll(ctypes.CDLL(None), "environ")
+    with open("/proc/self/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    env_start, env_end = int(fields[47]), int(fields[48])  # stat fields 50 and 51
+    if env_start <= (environ[0] or 0) < env_end:
+        os.kill(os.getpid(), signal.SIGSEGV)
+    name = ctypes.cast(environ[0], ctypes.c_char_p).value.decode("utf-8", "replace").split("=")[0]
+    raise ValueError("[PROTON] %s: unsupported option key: %s" % (PROFILERS.get(backend, "Profiler"), name))
+
+
 def _next_step(steps, backend, mode):
     """steps[n % len(steps)] for the n-th call of this (backend, mode), n counted in a file."""
     os.makedirs(COUNTERS, exist_ok=True)
@@ -52,6 +69,8 @@ def start(name=None, *, context="shadow", data="tree", backend=None, mode=None, 
         if not _library_found(backend):
             raise RuntimeError("Could not load `%s`" % LIBRARIES.get(backend, "libproton-fake.so"))
         return 0
+    if what == "layout":
+        _stale_environ_read(backend)
     if what == "no-gpu":
         raise RuntimeError("0 active drivers ([]). There should only be one.")
     if what == "refuse":
@@ -88,7 +107,10 @@ def fake_triton(root: Path, behaviour: dict[str, str], *, version: str = "0.0.0+
     ``behaviour``: what ``proton.start`` does, per backend or per ``backend:mode``
     (which wins): ok, hang, segv, abort, exit, bad-bytes, script, no-lib (``Could
     not load `lib...so``` unless LD_LIBRARY_PATH holds it, as dlopen), no-gpu,
-    refuse (``unsupported mode``), unknown (the default); or ``seq:A,B,...``: A on
+    refuse (``unsupported mode``), layout (SIGSEGV in a process whose environment
+    is where exec put it, an unrecognised error where it was rewritten: undefined
+    behaviour that depends on the process's memory), unknown (the default); or
+    ``seq:A,B,...``: A on
     the first call of that (backend, mode), B on the second, and round again,
     counted in a file under ``root/counters`` (so across processes and probes);
     where LD_LIBRARY_PATH holds the backend's library (a stub rerun) a ``seq:``

@@ -105,6 +105,22 @@ def test_a_lucky_first_attempt_is_not_a_clean_answer(tmp_path: Path) -> None:
     assert check["outcome"] == O.UNSTABLE and check["outcome_counts"] == {O.LIBRARY_MISSING: 1, O.CRASH: 1}
 
 
+@pytest.mark.parametrize("fork", [True, False], ids=["zygote", "fresh-interpreters"])
+def test_a_forked_check_sees_the_process_a_fresh_interpreter_would(tmp_path: Path, fork: bool) -> None:
+    """Undefined behaviour that depends on the process's memory (a stale read of the
+    environment block, as 3.7.x's periodic_flushing does): a check forked from the
+    zygote must see the memory a fresh interpreter starts with, so both crash. A
+    fork child that rewrote its environment (the same variables, their strings moved
+    to the heap) raised an unrecognised error instead, on every attempt."""
+    env = fake_triton(tmp_path, {"roctracer": "layout"})
+    report, _ = run_probe(sys.executable, ["probe", "--timeout", "10", "--no-auto-capture", "--only", "roctracer"]
+                          + ([] if fork else ["--no-fork"]), pythonpath=env)
+    [check] = report["modes"]
+    assert check["argv"][0].startswith("(forked from") is fork
+    assert check["outcome"] == O.CRASH and check["signal"] == "SIGSEGV", check
+    assert check["outcome_counts"] == {O.CRASH: 6}
+
+
 def test_unrecognised_failures_stay_raw(tmp_path: Path) -> None:
     env = fake_triton(tmp_path, {"cupti": "exit", "roctracer": "script"})
     report, _ = run_probe(sys.executable, ["probe", "--timeout", "10", "--only", "cupti", "--only", "roctracer"],
