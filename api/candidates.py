@@ -138,7 +138,7 @@ def candidate_view(
         if before is not None:
             runs_q = runs_q.where(m.Run.id < before)
         runs = list(s.scalars(runs_q.order_by(m.Run.id.desc()).limit(size + 1)))
-        verdicts = survey_verdicts.run_verdicts(latest) if latest is not None else []
+        verdicts = survey_verdicts.published_verdicts(latest) if latest is not None else []  # as the matrix
         latest_data = None
         if latest is not None:
             latest_data = {**run_summary(latest), "provenance": queries.provenance(latest),

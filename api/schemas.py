@@ -125,6 +125,10 @@ class HistoryRow(BaseModel):
     triton_version: str | None
     environment: str | None = Field(description="the environment, in words (complete runs)")
     outcome: str | None = Field(description="the live check's outcome (complete runs that checked this cell)")
+    attempts: str | None = Field(None, description="what this run's attempts of the live check said, per outcome "
+                                                    "(`crash x4, library_missing x2`)")
+    published: str | None = Field(None, description="the outcome published for this run's environment: "
+                                                     "`unstable` once any of its runs disagreed (the matrix's)")
     verdict: Literal["accepted", "refused", "absent", "unknown"] | None
     verdict_source: Literal["live", "stub"] | None
     stub_outcome: str | None

@@ -14,6 +14,12 @@ state, with the page cache and the probe's stub cache warm. ``--timeline`` also
 prints one run's phases (``probe --timeline``): where the time goes.
 
     python bench/bench_probe.py --python /path/to/venv/bin/python [--jobs 1,2] [--repeat 5] [--timeline]
+        [--variant "NAME=PROBE ARGS" ...]
+
+``--variant`` adds rows for the zygote probe with those arguments, measured in the
+same way and in the same run (so under the same load): e.g. ``--variant "one
+attempt=--min-attempts 1 --repeats 3"`` is the probe as it was before every
+``proton.start`` check ran at least twice.
 
 Standard library only (it also runs on machines without proton-survey's deps).
 """
@@ -53,6 +59,8 @@ def main():
     ap.add_argument("--repeat", type=int, default=5)
     ap.add_argument("--output", default=None, help="also write the figures as JSON here")
     ap.add_argument("--timeline", action="store_true", help="also print one zygote run's phase timeline")
+    ap.add_argument("--variant", action="append", default=[], metavar="NAME=ARGS",
+                    help="also measure the zygote probe with these extra probe arguments (repeatable)")
     args = ap.parse_args()
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
     jobs = [int(j) for j in args.jobs.split(",")] if args.jobs else sorted({1, 2, cores})
@@ -69,11 +77,14 @@ def main():
     print("goal: the probe (zygote) at most %.1fx its floor; each row's ratio is over the floor measured"
           % GOAL)
     print("between its own runs (floor, probe, floor, probe, ...), so both saw the same load")
-    print("%-6s %-8s %10s %9s %8s %8s %14s   %s" % ("jobs", "zygote", "probe (s)", "floor (s)", "ratio", "goal",
-                                                  "interpreters", "load average (1, 5, 15 min) after"))
+    print("%-6s %-8s %10s %9s %8s %8s %14s %8s   %s" % ("jobs", "zygote", "probe (s)", "floor (s)", "ratio", "goal",
+                                                      "interpreters", "forks", "load average (1, 5, 15 min) after"))
+    variants = [tuple(v.split("=", 1)) if "=" in v else (v, v) for v in args.variant]
     for j in jobs:
-        for fork in (True, False):
+        configs = [(True, None, []), (False, None, [])] + [(True, name, extra.split()) for name, extra in variants]
+        for fork, variant, extra in configs:
             argv = [args.python, zp, "probe", "--no-auto-capture", "--jobs", str(j), "-o", os.path.join(work, "r.json")]
+            argv += extra
             if not fork:
                 argv.append("--no-fork")
             timed(argv)  # unmeasured: page cache and stub cache warm
@@ -91,13 +102,15 @@ def main():
                    "interpreters_started": rep["probe"]["interpreters_started"],
                    "forked_checks": rep["probe"].get("forked_checks", 0),
                    "checks": len(rep["modes"]), "load_avg": load()}
+            if variant is not None:
+                row["variant"], row["probe_args"] = variant, extra
             if fork:
                 row["goal_met"] = med / floor <= GOAL
             results["runs"].append(row)
             goal = ("met" if row["goal_met"] else "NOT met") if fork else "-"
-            print("%-6d %-8s %10.3f %9.3f %7.2fx %8s %14d   %s" % (
+            print("%-6d %-8s %10.3f %9.3f %7.2fx %8s %14d %8d   %s%s" % (
                 j, "yes" if fork else "no", med, floor, med / floor, goal, row["interpreters_started"],
-                row["load_avg"]))
+                row["forked_checks"], row["load_avg"], "  (%s)" % variant if variant else ""))
     if args.timeline:
         argv = [args.python, zp, "probe", "--no-auto-capture", "--jobs", str(jobs[-1]), "--timeline",
                 "-o", os.path.join(work, "r.json")]

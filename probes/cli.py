@@ -96,9 +96,12 @@ def cmd_probe(argv, bundle):
     p.add_argument("--artifacts-dir", default=None, help="copy .hatchet captures here")
     p.add_argument("--only", action="append", default=[], metavar="BACKEND[:MODE]",
                    help="check only these (backend, mode) pairs")
-    p.add_argument("--repeats", type=int, default=3,
-                   help="run a check that crashed, hung or raised an unrecognised error this many times in all "
-                        "(default 3); disagreeing attempts make the check `unstable`")
+    p.add_argument("--repeats", type=int, default=6,
+                   help="at most this many attempts of a proton.start check, run while an attempt crashed, hung or "
+                        "raised an unrecognised error, or the attempts disagree (default 6); disagreeing attempts "
+                        "make the check `unstable`")
+    p.add_argument("--min-attempts", type=int, default=2,
+                   help="attempts of every proton.start check, whatever the first one said (default 2)")
     p.add_argument("--no-fork", action="store_true",
                    help="start a fresh interpreter for every check (no zygote)")
     p.add_argument("--output", "-o", default=None, help="write the report here instead of stdout")
@@ -126,6 +129,7 @@ def cmd_probe(argv, bundle):
             grid=grid,
             fork=not args.no_fork,
             repeats=max(1, args.repeats),
+            min_attempts=max(1, args.min_attempts),
             stub_cache=None if args.no_stub_cache else args.stub_cache,
             options=not args.no_options,
         )

@@ -33,6 +33,13 @@ BACKEND_STUB = {
 STUB_ZYGOTE_LABEL = "a zygote with the stub loader environment"
 
 
+def needs_another(attempts):
+    """Whether a check's attempts so far call for one more: one crashed, hung or
+    raised an unrecognised error, or they disagree."""
+    outcomes = {a["cls"]["outcome"] for a in attempts}
+    return bool(outcomes & set(REPEATED)) or len(outcomes) > 1
+
+
 def now():
     return datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
 
@@ -247,14 +254,17 @@ def _file_tail(path):
 class Options(object):
     def __init__(self, timeout=60.0, jobs=None, captures=(), capture_all=True, capture_size=1 << 22,
                  capture_iters=50, stubs=True, prebuilt_stubs=None, keep_artifacts_dir=None,
-                 grid=None, env_variants=True, capture_timeout=300.0, fork=True, repeats=3, stub_cache="default",
-                 options=True):
+                 grid=None, env_variants=True, capture_timeout=300.0, fork=True, repeats=6, stub_cache="default",
+                 min_attempts=2, options=True):
         # Measure Proton's options past the mode (probes/options.py) where a backend starts.
         self.options = options
         # Where compiled stubs are kept between probes: "default" (stubs.default_cache_dir),
         # a directory, or None (compile every time).
         self.stub_cache = stub_cache
+        # Every proton.start check runs min_attempts times, and up to repeats in all
+        # while its attempts fail in a way that may be of the moment or disagree.
         self.repeats = max(1, int(repeats))
+        self.min_attempts = max(1, min(int(min_attempts), self.repeats))
         self.timeout = float(timeout)
         self.capture_timeout = float(capture_timeout)
         self.fork = fork
@@ -360,9 +370,13 @@ class Probe(object):
         return env, overrides
 
     def start_check(self, backend, mode, env_kind, stub=None):
-        """One ``proton.start(backend, mode)`` check, repeated when it crashed, hung
-        or raised an unrecognised error (``Options.repeats`` attempts in all):
-        such an outcome may be a property of the moment, not of the build."""
+        """One ``proton.start(backend, mode)`` check, run ``Options.min_attempts``
+        times (default 2: each attempt forks from a zygote, so this is cheap), then
+        again, up to ``Options.repeats`` attempts in all, while any attempt crashed,
+        hung or raised an unrecognised error, or the attempts disagree: such an
+        outcome may be a property of the moment, not of the build, and a single
+        lucky attempt must not pass for a clean answer. Attempts that disagree make
+        the check ``unstable``, with every attempt and the per-outcome counts kept."""
         env, overrides = self.check_env(env_kind, stub)
         t0 = time.time()
         # Clean checks fork from the zygote with their very environment; stub reruns
@@ -370,11 +384,11 @@ class Probe(object):
         forkable = (None if env_kind != "clean" else "stub" if stub is not None else "clean")
         what = "check %s:%s %s%s" % (backend, mode, env_kind, " stub" if stub is not None else "")
         self.mark(what + ": start")
-        first = self._attempt(backend, mode, env, forkable)
-        attempts = [first]
-        while first["cls"]["outcome"] in REPEATED and len(attempts) < self.opts.repeats:
+        attempts = []  # type: list
+        while len(attempts) < self.opts.repeats and (len(attempts) < self.opts.min_attempts
+                                                      or needs_another(attempts)):
             attempts.append(self._attempt(backend, mode, env, forkable))
-        self.mark(what + ": done (%s)" % first["cls"]["outcome"])
+        first = attempts[0]
         proc, result, phase, cls = first["proc"], first["result"], first["phase"], first["cls"]
         outcome = cls["outcome"]
         counts = None  # type: dict | None
@@ -386,6 +400,7 @@ class Probe(object):
             summary = [a["record"] for a in attempts]
             if len(counts) > 1:
                 outcome = O.UNSTABLE
+        self.mark(what + ": done (%s, %d attempts)" % (outcome, len(attempts)))
         call = "proton.start(%r, backend=%r%s)" % ("proton", backend, "" if mode is None else ", mode=%r" % mode)
         entry = records.make(
             "mode_result",

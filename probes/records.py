@@ -43,8 +43,9 @@ MODE_RESULT = (
     ("stubs_mapped", "stub libraries mapped into the process"),
     ("stub_for", "the library a stub rerun stands in for"),
     ("finalize_error", "proton.finalize() raised this after start() succeeded"),
-    ("attempts", "every attempt, when the check was repeated (crash, timeout, unrecognised error)"),
-    ("outcome_counts", "outcome -> number of attempts, when the check was repeated"),
+    ("attempts", "every attempt, when the check ran more than once (every proton.start check runs at least "
+                 "twice, more while an attempt crashed, hung, raised an unrecognised error or they disagree)"),
+    ("outcome_counts", "outcome -> number of attempts, when the check ran more than once"),
 )
 
 PLATFORM = (

@@ -2,8 +2,11 @@
 
 ``fake_triton`` writes a small ``triton`` package whose ``proton.start`` does
 what a broken environment does - hang, die of a signal, print bytes that are not
-UTF-8 - so the real probe can be run against it. ``pypi_venv`` builds a real
-venv from a PyPI triton wheel with our own pip launcher (cached in SURVEY_CACHE).
+UTF-8, fail one way on one attempt and another way on the next (a counter file
+per (backend, mode): deterministic) - so the real probe can be run against it.
+``fake_interpreter`` makes a venv that sees such a fake (a catalog's ``python =``
+entry). ``pypi_venv`` builds a real venv from a PyPI triton wheel with our own pip
+launcher (cached in SURVEY_CACHE).
 """
 
 from __future__ import annotations
@@ -12,13 +15,66 @@ import textwrap
 from pathlib import Path
 
 FAKE_PROFILER = '''
-import os, signal, sys, time
+import fcntl, os, signal, sys, time
 
 BEHAVIOUR = {behaviour!r}
+COUNTERS = {counters!r}
+LIBRARIES = {{"cupti": "libcupti.so", "roctracer": "libroctracer64.so", "rocprofiler": "librocprofiler-sdk.so"}}
+PROFILERS = {{"cupti": "CuptiProfiler", "roctracer": "RoctracerProfiler", "rocprofiler": "RocprofSDKProfiler"}}
+
+
+def _library_found(backend):
+    lib = LIBRARIES.get(backend, "libproton-fake.so")
+    dirs = [d for d in os.environ.get("LD_LIBRARY_PATH", "").split(":") if d]
+    return any(os.path.exists(os.path.join(d, lib)) for d in dirs)
+
+
+def _stale_environ_read(backend):
+    """As Triton 3.7.x's periodic_flushing on a host without a GPU reads its options:
+    through a stale pointer into the environment block. Where the environment is
+    where exec put it (the stack), the read faults; where it was rewritten (its
+    strings moved to the heap), it reads a variable's name as an option key."""
+    import ctypes
+
+    environ = ctypes.POINTER(ctypes.c_void_p).in_dll(ctypes.CDLL(None), "environ")
+    with open("/proc/self/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    env_start, env_end = int(fields[47]), int(fields[48])  # stat fields 50 and 51
+    if env_start <= (environ[0] or 0) < env_end:
+        os.kill(os.getpid(), signal.SIGSEGV)
+    name = ctypes.cast(environ[0], ctypes.c_char_p).value.decode("utf-8", "replace").split("=")[0]
+    raise ValueError("[PROTON] %s: unsupported option key: %s" % (PROFILERS.get(backend, "Profiler"), name))
+
+
+def _next_step(steps, backend, mode):
+    """steps[n % len(steps)] for the n-th call of this (backend, mode), n counted in a file."""
+    os.makedirs(COUNTERS, exist_ok=True)
+    with open(os.path.join(COUNTERS, "%s-%s" % (backend, mode)), "a+") as f:
+        fcntl.flock(f, fcntl.LOCK_EX)
+        f.seek(0)
+        n = int(f.read() or "0")
+        f.seek(0)
+        f.truncate()
+        f.write(str(n + 1))
+    return steps[n % len(steps)]
 
 
 def start(name=None, *, context="shadow", data="tree", backend=None, mode=None, hook=None):
-    what = BEHAVIOUR.get(backend, "unknown")
+    what = BEHAVIOUR.get("%s:%s" % (backend, mode), BEHAVIOUR.get(backend, "unknown"))
+    if what.startswith("seq:"):
+        if _library_found(backend):  # a stub rerun: the library loads, and start() with it
+            return 0
+        what = _next_step(what[4:].split(","), backend, mode)
+    if what == "no-lib":  # as dlopen: loads only where the loader path has it
+        if not _library_found(backend):
+            raise RuntimeError("Could not load `%s`" % LIBRARIES.get(backend, "libproton-fake.so"))
+        return 0
+    if what == "layout":
+        _stale_environ_read(backend)
+    if what == "no-gpu":
+        raise RuntimeError("0 active drivers ([]). There should only be one.")
+    if what == "refuse":
+        raise ValueError("[PROTON] %s: unsupported mode: %s" % (PROFILERS.get(backend, "Profiler"), mode or ""))
     if what == "hang":
         time.sleep(3600)
     if what == "segv":
@@ -45,8 +101,22 @@ def finalize(session=None, output_format=""):
 
 
 def fake_triton(root: Path, behaviour: dict[str, str], *, version: str = "0.0.0+fake",
-                registry: list[str] | None = None, import_hang: bool = False) -> Path:
-    """A directory to put on PYTHONPATH holding a fake ``triton``."""
+                registry: list[str] | None = None, import_hang: bool = False, dist: bool = False) -> Path:
+    """A directory to put on PYTHONPATH holding a fake ``triton``.
+
+    ``behaviour``: what ``proton.start`` does, per backend or per ``backend:mode``
+    (which wins): ok, hang, segv, abort, exit, bad-bytes, script, no-lib (``Could
+    not load `lib...so``` unless LD_LIBRARY_PATH holds it, as dlopen), no-gpu,
+    refuse (``unsupported mode``), layout (SIGSEGV in a process whose environment
+    is where exec put it, an unrecognised error where it was rewritten: undefined
+    behaviour that depends on the process's memory), unknown (the default); or
+    ``seq:A,B,...``: A on
+    the first call of that (backend, mode), B on the second, and round again,
+    counted in a file under ``root/counters`` (so across processes and probes);
+    where LD_LIBRARY_PATH holds the backend's library (a stub rerun) a ``seq:``
+    start succeeds and counts nothing.
+    ``dist``: also a ``triton`` distribution of ``version`` (its dist-info), so the
+    probe reports that version."""
     pkg = root / "triton"
     (pkg / "profiler").mkdir(parents=True)
     (pkg / "_C").mkdir()
@@ -54,7 +124,13 @@ def fake_triton(root: Path, behaviour: dict[str, str], *, version: str = "0.0.0+
     if import_hang:
         init += "import time\ntime.sleep(3600)\n"
     (pkg / "__init__.py").write_text(init)
-    (pkg / "profiler" / "__init__.py").write_text(textwrap.dedent(FAKE_PROFILER.format(behaviour=behaviour)))
+    (pkg / "profiler" / "__init__.py").write_text(
+        textwrap.dedent(FAKE_PROFILER.format(behaviour=behaviour, counters=str(root / "counters"))))
+    if dist:
+        info = root / f"triton-{version}.dist-info"
+        info.mkdir()
+        (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: triton\nVersion: {version}\n")
+        (info / "RECORD").write_text(f"triton/__init__.py,,\ntriton-{version}.dist-info/METADATA,,\n")
     lib = "class proton:\n"
     if registry is not None:
         lib += f"    @staticmethod\n    def get_available_profilers():\n        return {registry!r}\n"
@@ -63,6 +139,19 @@ def fake_triton(root: Path, behaviour: dict[str, str], *, version: str = "0.0.0+
     (pkg / "_C" / "__init__.py").write_text("")
     (pkg / "_C" / "libproton.py").write_text(lib)
     return root
+
+
+def fake_interpreter(root: Path, fake: Path) -> Path:
+    """A venv (no pip) whose site-packages puts ``fake`` (a ``fake_triton`` root) on
+    sys.path: an interpreter that sees the fake as its own, for a catalog's
+    ``python =`` entry. Returns its python."""
+    import subprocess
+    import sys
+
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(root)], check=True)
+    [site] = root.glob("lib/python*/site-packages")
+    (site / "fake_triton.pth").write_text(str(fake) + "\n")
+    return root / "bin" / "python"
 
 
 def pypi_venv(version: str):  # -> Resolved

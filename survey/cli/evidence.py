@@ -29,8 +29,10 @@ def probe(
     = None,
     store_it: Annotated[bool, typer.Option("--store", help="also ingest the report (kept as ad-hoc evidence)")]
     = False,
-    repeats: Annotated[int, typer.Option(help="attempts for a check that crashes, hangs or raises an unrecognised "
-                                              "error; disagreeing attempts make it `unstable`")] = 3,
+    repeats: Annotated[int, typer.Option(help="at most this many attempts of each proton.start check (at least two "
+                                              "are made; more while one crashes, hangs or raises an unrecognised "
+                                              "error, or they disagree); disagreeing attempts make it `unstable`")]
+    = 6,
     db: DbOpt = None,
 ) -> None:
     """Probe one interpreter or image and print (or write) its report."""

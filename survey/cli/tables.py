@@ -145,12 +145,13 @@ def history_cmd(
     from rich.table import Table
 
     t = Table(title=f"{candidate} · {backend} {mode}", show_header=True)
-    for col in ("run", "date", "platform", "Triton", "outcome", "verdict", "reason"):
+    for col in ("run", "date", "platform", "Triton", "outcome", "attempts", "published", "verdict", "reason"):
         t.add_column(col)
     for r in rows:
         mark = " (changed)" if r["changed"] else ""
         t.add_row(f"#{r['run_id']}{mark}", (r["date"] or "")[:10], escape(r["platform"] or "—"),
                   escape(r["triton_version"] or "—"), escape(r["outcome"] or r["status"]),
+                  escape(r["attempts"] or "—"), escape(r["published"] or "—"),
                   escape(r["verdict"] or "—"), escape(r["reason"] or r["error"] or ""))
     # Fitted to a terminal; never cut when the output is not one (a file, a pipe).
     (out if sys.stdout.isatty() else Console(width=100_000, color_system=None)).print(t)
@@ -165,7 +166,7 @@ def diff_cmd(
 ) -> None:
     """What changed between two candidates, or two runs of one. Exit 0 the same, 1 they differ (like diff)."""
     from survey.evidence import queries
-    from survey.verdicts.diff import diff_runs
+    from survey.verdicts.diff import diff_runs, text
 
     with open_store(db, create=False).session() as s:
         d = diff_runs(queries.resolve_ref(s, a), queries.resolve_ref(s, b))
@@ -180,7 +181,7 @@ def diff_cmd(
     if d["same"]:
         out.print("no differences in registry, modes, libraries or captures")
     for key, val in d["fields"].items():
-        out.print(f"  {key}: {val['a']} -> {val['b']}", markup=False)
+        out.print(f"  {key}: {text(val['a'])} -> {text(val['b'])}", markup=False)
     for section in ("environment", "modes", "libraries", "captures"):
         if d[section]:
             t = Table(title=section, show_header=True)
@@ -188,6 +189,6 @@ def diff_cmd(
             t.add_column("a")
             t.add_column("b")
             for c in d[section]:
-                t.add_row(escape(str(c["key"])), escape(str(c["a"])), escape(str(c["b"])))
+                t.add_row(escape(text(c["key"])), escape(text(c["a"])), escape(text(c["b"])))
             out.print(t)
     raise typer.Exit(code)

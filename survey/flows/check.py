@@ -43,7 +43,7 @@ from survey.evidence.identity import Resolved
 from survey.evidence.ingest import find_unchanged
 from survey.evidence.queries import age_text, iso, mode_label
 from survey.verdicts import matrix as survey_matrix
-from survey.verdicts.modes import ModeVerdict, run_verdicts
+from survey.verdicts.modes import ModeVerdict, published_verdicts
 
 YES, NO, UNKNOWN, NOT_APPLICABLE = "yes", "no", "unknown", "not_applicable"
 CAUSES = ("no_triton", "backend_absent", "mode_refused", "library_missing", "capture_failed", "capture_empty",
@@ -176,7 +176,7 @@ def check_run(s: Session, run: m.Run, target: str, backend: str, mode: str | Non
                       evidence_date=iso(run.finished_at), evidence_age=age_text(run.finished_at))
     if base_mode != mode:
         res.details.append(f"mode options after ':' are not checked; answering for `{base_mode}`")
-    verdicts = {(v.backend, v.mode): v for v in run_verdicts(run)}
+    verdicts = {(v.backend, v.mode): v for v in published_verdicts(run)}
     v = verdicts.get((backend, base_mode))
     res.backend_present = backend_present(run, backend, v)
     res.mode_accepted = mode_accepted(v)

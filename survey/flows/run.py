@@ -94,7 +94,7 @@ class ProbeSettings:
     force: bool = False
     captures: tuple[str, ...] = ()
     auto_capture: bool = True
-    repeats: int = 3
+    repeats: int = 6
     # An unobtainable candidate is tried again only after this long (or with --retry-unobtainable):
     # a re-survey of an unchanged catalog must not wait on the network for what was not there.
     retry_after_s: float = RETRY_AFTER_S

@@ -14,6 +14,19 @@ candidate share one row when every chosen cell reads the same on each platform,
 and are shown per platform where the evidence differs. A chosen column no row
 has anything to say in is left out.
 
+The table of an unchanged environment is the same every time it is surveyed
+(``survey run --force`` included), so that ``survey table --check`` fails only
+when the evidence says something new:
+
+- a cell reads the checks as published (``survey.verdicts.stability``): a check whose
+  attempts disagreed in any run of the environment (same environment identity,
+  platform and probe version), or that two of its runs answered differently,
+  is "unstable across attempts", from then on; no counts in the table (they
+  change with every run: ``survey check``, ``survey history`` and ``/history``
+  show them);
+- a row's provenance footnote names the environment's first run, not its latest
+  (every later run of it is pooled into the same answers).
+
 ``build`` returns a ``DocsTable``; ``markdown()`` and ``html()`` render it
 (HTML never carries Markdown syntax: backticks become ``<code>``).
 """
@@ -36,8 +49,8 @@ from survey.core.errors import UsageProblem
 from survey.evidence import queries
 from survey.evidence.queries import iso
 from survey.verdicts import documented as documented_mod
-from survey.verdicts import since
-from survey.verdicts.modes import BACKEND_ORDER, MODE_ORDER, ModeVerdict, run_verdicts
+from survey.verdicts import since, stability
+from survey.verdicts.modes import BACKEND_ORDER, MODE_ORDER, ModeVerdict, published_verdicts
 
 # column key -> header, in the order `--columns` lists them
 HEADERS = {
@@ -119,7 +132,7 @@ def _refusal(vs: list[ModeVerdict]) -> list[str]:
 
 def modes_cell(run: m.Run, backend: str) -> tuple[str, str | None]:
     """The "`<backend>` modes" cell and its caveat (stub-derived), if any."""
-    vs = {v.mode: v for v in run_verdicts(run) if v.backend == backend}
+    vs = {v.mode: v for v in published_verdicts(run) if v.backend == backend}
     if not vs:
         return "not measured", None
     if all(v.verdict == "absent" for v in vs.values()):
@@ -291,7 +304,9 @@ def _slot_cells(slot: queries.Slot, keys: list[str], platforms_shown: bool) -> _
             cells[k] = Cell(capture_cell(run))
         else:
             cells[k] = Cell(NONE)
-    return _SlotCells(slot, cells, run.cli_backends, provenance_text(run, plabel if platforms_shown else None))
+    # The environment's first run: its later runs are pooled into the same answers (survey.verdicts.stability).
+    return _SlotCells(slot, cells, run.cli_backends,
+                      provenance_text(stability.first_run(run), plabel if platforms_shown else None))
 
 
 def _documented_cells(row: dict[str, Cell], keys: list[str], claims: list[dict[str, Any]]) -> None:
@@ -327,6 +342,7 @@ def build(s: Session, scope: str = "catalog", columns: list[str] | None = None,
     keys (default: the reference page's four)."""
     keys = list(columns or DEFAULT_KEYS)
     slots = queries.slots(s, scope)
+    stability.pooled(s, [sl.complete for sl in slots if sl.complete is not None])  # all in two queries
     platforms = {sl.platform_key for sl in slots if sl.platform is not None and sl.complete is not None}
     many_platforms = len(platforms) > 1
     claims = documented_mod.assess(s, documented_mod.load(documented_path)) if with_sections else []

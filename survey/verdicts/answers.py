@@ -10,6 +10,10 @@ the stored evidence, so they are answered once, here:
 - ``works``: did a GELU capture with it succeed? (``ok``; a capture that failed
   or recorded nothing is a no; one that could not run here, or none at all, is
   no answer: a refused mode is the ``accepted`` question's no, not this one's)
+
+Each question reads the checks as published (``survey.verdicts.stability``): a check
+seen unstable in any run of the environment answers nothing, neither yes nor
+no, so an unstable check never moves a "since" line.
 """
 
 from __future__ import annotations
@@ -18,7 +22,7 @@ from dataclasses import dataclass
 
 from db import models as m
 from probes import outcomes as O
-from survey.verdicts.modes import ModeVerdict, run_verdicts
+from survey.verdicts.modes import ModeVerdict, published_verdicts
 
 QUESTIONS = ("present", "accepted", "works")
 # A capture outcome that says nothing about the build: it could not run here.
@@ -33,7 +37,7 @@ class Answer:
 
 
 def verdicts_of(run: m.Run, backend: str) -> list[ModeVerdict]:
-    return [v for v in run_verdicts(run) if v.backend == backend]
+    return [v for v in published_verdicts(run) if v.backend == backend]
 
 
 def present(run: m.Run, backend: str) -> Answer:
@@ -42,6 +46,8 @@ def present(run: m.Run, backend: str) -> Answer:
         return Answer(None, detail="not checked")
     if all(v.outcome == O.UNKNOWN_BACKEND for v in vs):
         return Answer(False, detail="backend absent")
+    if all(v.outcome in (O.UNKNOWN_BACKEND, O.UNSTABLE) for v in vs):
+        return Answer(None, detail="unstable")  # what is left settled says absent: decided by neither
     return Answer(True, detail="backend present")
 
 
@@ -60,6 +66,9 @@ def accepted(run: m.Run, backend: str, mode: str | None) -> Answer:
 
 
 def works(run: m.Run, backend: str, mode: str | None) -> Answer:
+    v = next((v for v in verdicts_of(run, backend) if v.mode == mode), None)
+    if v is not None and v.outcome == O.UNSTABLE:
+        return Answer(None, detail="unstable")  # a capture ran only in the runs where start() happened to work
     cap = next((c for c in run.captures if c.backend == backend and c.mode == mode), None)
     if cap is None:
         return Answer(None, detail="no capture")

@@ -1,4 +1,11 @@
-"""What changed between two runs (of one candidate, or of two)."""
+"""What changed between two runs (of one candidate, or of two).
+
+Checks are compared as published (``survey.verdicts.stability``): each pooled over every
+complete run of its environment, platform and probe version, so two runs of one
+unchanged environment never differ because one of them was lucky (``survey
+history`` shows what each run's own attempts said). ``text`` is how a value is
+printed: never a Python ``None`` or a list's repr.
+"""
 
 from __future__ import annotations
 
@@ -6,24 +13,47 @@ import json
 from typing import Any
 
 from db import models as m
+from probes import outcomes as O
 from survey.evidence.queries import iso, mode_label
+from survey.verdicts import stability
 
 
-def _mode_key(r: m.ModeRow) -> str:
+def text(value: Any) -> str:
+    """A diff value in words: ``(none)`` for a missing one, a list joined with commas."""
+    if value is None:
+        return "(none)"
+    if isinstance(value, (list, tuple)):
+        return ", ".join(text(v) for v in value) if value else "(empty)"
+    if isinstance(value, dict):
+        return ", ".join(f"{k}: {text(v)}" for k, v in value.items()) if value else "(empty)"
+    return str(value)
+
+
+def _mode_key(r: m.ModeRow | stability.PublishedRow) -> str:
     return f"{r.backend}:{mode_label(r.mode)}" + (" (stub)" if r.stub else "") + \
         (" [inherited env]" if r.env == "inherited" else "")
 
 
+def _unstable(r: m.Run) -> set[tuple[str, str | None, str]]:
+    """(backend, mode, env) of the run's live checks published unstable: a stub rerun
+    or a capture behind one ran only in the runs where it happened to fail or work."""
+    return {(x.backend, x.mode, x.env) for x in stability.published_rows(r) if not x.stub and x.outcome == O.UNSTABLE}
+
+
 def diff_runs(a: m.Run, b: m.Run) -> dict[str, Any]:
     def modes(r: m.Run) -> dict[str, str]:
-        return {_mode_key(x): x.outcome for x in r.modes}
+        shaky = _unstable(r)
+        return {_mode_key(x): x.outcome for x in stability.published_rows(r)
+                if not (x.stub and (x.backend, x.mode, x.env) in shaky)}
 
     def libs(r: m.Run) -> dict[str, str]:
         return {x.name: ("loads" if x.loads else "missing" if x.loads is False else "untested") for x in r.libraries}
 
     def caps(r: m.Run) -> dict[str, str]:
+        shaky = _unstable(r)
         return {f"{c.backend}:{mode_label(c.mode)}": f"{c.outcome}" + (
-            f" ({c.kernel_count} kernels)" if c.kernel_count is not None else "") for c in r.captures}
+            f" ({c.kernel_count} kernels)" if c.kernel_count is not None else "") for c in r.captures
+            if (c.backend, c.mode, "clean") not in shaky}
 
     def changes(x: dict[str, Any], y: dict[str, Any]) -> list[dict[str, Any]]:
         return [{"key": k, "a": x.get(k), "b": y.get(k)} for k in sorted(set(x) | set(y)) if x.get(k) != y.get(k)]

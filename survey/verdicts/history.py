@@ -6,6 +6,11 @@ complete) said of the same (backend, mode), so a reader sees when an answer
 changed and which run changed it. ``changed`` marks a complete run whose
 (outcome, verdict) differs from the next older complete run's on the same
 platform.
+
+``attempts`` is what the run's own attempts of the live check said (``crash x4,
+library_missing x2``); ``published`` is the outcome the environment's runs are
+published with (``survey.verdicts.stability``: ``unstable`` once any of them disagreed),
+which is what the matrix and the docs table show.
 """
 
 from __future__ import annotations
@@ -18,10 +23,12 @@ from db import models as m
 from survey.core import errortext
 from survey.evidence import queries
 from survey.evidence.queries import iso, mode_label
+from survey.verdicts import stability
 from survey.verdicts.modes import run_verdicts
 
-COLUMNS = ["run_id", "date", "status", "platform", "triton_version", "environment", "outcome", "verdict",
-           "verdict_source", "stub_outcome", "reason", "library", "changed", "error", "tries", "evidence"]
+COLUMNS = ["run_id", "date", "status", "platform", "triton_version", "environment", "outcome", "attempts",
+           "published", "verdict", "verdict_source", "stub_outcome", "reason", "library", "changed", "error", "tries",
+           "evidence"]
 
 
 def platforms(s: Session, candidate: m.Candidate) -> list[str]:
@@ -34,7 +41,9 @@ def cell_history(s: Session, candidate: m.Candidate, backend: str, mode: str | N
                  platform: str | None = None) -> list[dict[str, Any]]:
     """Every run of ``candidate`` (on ``platform``, if given), newest first, with what
     it said of (backend, mode)."""
-    runs = s.scalars(queries.run_query().where(m.Run.candidate_id == candidate.id).order_by(m.Run.id.desc()))
+    runs = list(s.scalars(queries.run_query().where(m.Run.candidate_id == candidate.id)
+                          .order_by(m.Run.id.desc())))
+    pooled = stability.pooled(s, [r for r in runs if r.status == "complete"])
     rows: list[dict[str, Any]] = []
     for run in runs:
         key = run.platform.key if run.platform is not None else None
@@ -53,6 +62,11 @@ def cell_history(s: Session, candidate: m.Candidate, backend: str, mode: str | N
             else:
                 row.update(outcome=v.outcome, verdict=v.verdict, verdict_source=v.source,
                            stub_outcome=v.stub_outcome, reason=errortext.normalise(v.reason), library=v.library)
+                own = next((r for r in run.modes if r.id == v.live_id), None)
+                if own is not None and own.outcome_counts:
+                    row["attempts"] = stability.counts_text(own.outcome_counts)
+                p = pooled.get(run.id, {}).get((backend, mode, "clean", False))
+                row["published"] = p.outcome if p is not None else v.outcome
         rows.append(row)
     older: dict[str | None, tuple[Any, Any]] = {}
     for row in reversed(rows):  # oldest first: compare with the previous complete run on the same platform

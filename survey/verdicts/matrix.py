@@ -5,9 +5,11 @@ by path or image, reports ingested under no catalog name) is kept but not
 published. A (candidate, platform) without a complete run gives one row with its
 status (unobtainable, failed, not_probed) and no outcome.
 
-What a complete run says of each (backend, mode) depends on its report alone, so it
-is worked out once per report (keyed by the report's sha256, which a store holds
-once) and kept: after an ingest only the new run's checks are loaded and read.
+What a complete run says of each (backend, mode) depends on its report and on the
+other complete runs of its environment (``survey.verdicts.stability``: a check seen unstable
+in any of them is published unstable), so it is worked out once per report and set
+of such runs (keyed by the report's sha256, which a store holds once, and their
+ids) and kept: after an ingest only the runs of the new run's environment are read.
 """
 
 from __future__ import annotations
@@ -21,9 +23,11 @@ from db import models as m
 from survey.core import errortext
 from survey.evidence import queries
 from survey.evidence.queries import iso, mode_from_label, mode_label
-from survey.verdicts.modes import run_verdicts
+from survey.verdicts import stability
+from survey.verdicts.modes import published_verdicts
 
-_CELLS: dict[str, list[dict[str, Any]]] = {}  # report sha256 -> the run's checks, as matrix row parts
+# (report sha256, the complete runs of its environment) -> the run's checks, as matrix row parts
+_CELLS: dict[tuple[str, tuple[int, ...]], list[dict[str, Any]]] = {}
 _CELLS_LOCK = threading.Lock()
 MAX_CACHED_REPORTS = 50_000
 
@@ -31,7 +35,7 @@ MAX_CACHED_REPORTS = 50_000
 def _cells_of(run: m.Run) -> list[dict[str, Any]]:
     captures = {(c.backend, c.mode): c for c in run.captures}
     out = []
-    for v in run_verdicts(run):
+    for v in published_verdicts(run):
         cap = captures.get((v.backend, v.mode))
         out.append({
             "backend": v.backend,
@@ -53,18 +57,21 @@ def _cells_of(run: m.Run) -> list[dict[str, Any]]:
 def run_cells(s: Session, runs: list[m.Run]) -> dict[int, list[dict[str, Any]]]:
     """Each complete run's checks (backend, mode, outcome, verdict, reason, capture),
     loading the checks only of runs not seen before."""
+    sig = stability.signature(s, runs)
     with _CELLS_LOCK:
-        known = {r.id: _CELLS[r.report_hash] for r in runs if r.report_hash in _CELLS}
+        known = {r.id: _CELLS[(r.report_hash, sig[r.id])] for r in runs
+                 if r.report_hash and (r.report_hash, sig[r.id]) in _CELLS}
     missing = [r.id for r in runs if r.id not in known]
     if missing:
-        fresh = {r.id: (r.report_hash, _cells_of(r)) for r in s.scalars(
-            queries.run_query().where(m.Run.id.in_(missing)))}
+        loaded = list(s.scalars(queries.run_query().where(m.Run.id.in_(missing))))
+        stability.pooled(s, loaded)  # every environment's runs in one query
+        fresh = {r.id: (r.report_hash, _cells_of(r)) for r in loaded}
         with _CELLS_LOCK:
             if len(_CELLS) + len(fresh) > MAX_CACHED_REPORTS:
                 _CELLS.clear()
             for run_id, (digest, cells) in fresh.items():
                 if digest:
-                    _CELLS[digest] = cells
+                    _CELLS[(digest, sig[run_id])] = cells
                 known[run_id] = cells
     return known
 

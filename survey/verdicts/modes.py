@@ -2,14 +2,21 @@
 result, else from the stub-library rerun where the library failed first.
 
 verdict: accepted | refused | absent | unknown; source: live | stub | None.
+
+``run_verdicts`` reads a run's own checks; ``published_verdicts`` reads them as
+published, pooled over every run of the same environment (``survey.verdicts.stability``:
+a check seen unstable in any of them is unstable).
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from db import models as m
 from probes import outcomes as O
+from survey.verdicts.stability import published_rows
 
 MODE_ORDER = {None: 0, "pcsampling": 1, "periodic_flushing": 2, "default": 3, "mma": 4}
 BACKEND_ORDER = {b: i for i, b in enumerate(O.BACKENDS)}
@@ -39,7 +46,9 @@ class ModeVerdict:
     stub_rule: str | None = None
 
 
-def mode_verdict(live: m.ModeRow, stub: m.ModeRow | None) -> ModeVerdict:
+def mode_verdict(live: Any, stub: Any | None) -> ModeVerdict:
+    """From a stored check (``db.models.ModeRow``) or a published one
+    (``survey.verdicts.stability.PublishedRow``), and its stub rerun."""
     v = ModeVerdict(live.backend, live.mode, live.outcome, "unknown", None, "", live.library,
                     stub.outcome if stub else None, live.rule, live.message, live.id, stub.id if stub else None,
                     stub.rule if stub else None)
@@ -68,7 +77,9 @@ def mode_verdict(live: m.ModeRow, stub: m.ModeRow | None) -> ModeVerdict:
         v.reason = f"no GPU where it was probed: {live.message}"
     elif o == O.UNSTABLE:
         counts = ", ".join(f"{k} x{n}" for k, n in sorted((live.outcome_counts or {}).items()))
-        v.reason = f"unstable: repeated attempts disagreed ({counts})"
+        runs = getattr(live, "runs", 1)
+        over = f" over {runs} runs of this environment" if runs > 1 else ""
+        v.reason = f"unstable: repeated attempts disagreed{over} ({counts})"
     elif o == O.CRASH:
         v.reason = f"the check crashed ({live.signal})"
     elif o == O.TIMEOUT:
@@ -82,11 +93,17 @@ def mode_verdict(live: m.ModeRow, stub: m.ModeRow | None) -> ModeVerdict:
     return v
 
 
-def run_verdicts(run: m.Run) -> list[ModeVerdict]:
-    live = [r for r in run.modes if r.env == "clean" and not r.stub]
-    stubs = {(r.backend, r.mode): r for r in run.modes if r.env == "clean" and r.stub}
+def run_verdicts(run: m.Run, rows: Sequence[Any] | None = None) -> list[ModeVerdict]:
+    """The run's verdicts, from its own checks (or ``rows``: the same checks as published)."""
+    checks = run.modes if rows is None else rows
+    live = [r for r in checks if r.env == "clean" and not r.stub]
+    stubs = {(r.backend, r.mode): r for r in checks if r.env == "clean" and r.stub}
     out = [mode_verdict(r, stubs.get((r.backend, r.mode))) for r in live]
     out.sort(key=lambda v: (BACKEND_ORDER.get(v.backend, 99), MODE_ORDER.get(v.mode, 9)))
     return out
 
 
+def published_verdicts(run: m.Run) -> list[ModeVerdict]:
+    """The run's verdicts as published: each check pooled over every complete run
+    of the same environment, platform and probe version (``survey.verdicts.stability``)."""
+    return run_verdicts(run, published_rows(run))

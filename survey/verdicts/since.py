@@ -6,7 +6,10 @@ publish), each (candidate, platform)'s latest complete run, with releases
 ordered by version (3.10.0 after 3.9.0), never by name. Where two platforms
 disagree about one release the summary is given per platform; otherwise one row
 covers every platform measured. Answers taken through a stub library are marked
-stub-derived.
+stub-derived. A check published unstable (``survey.verdicts.stability``: its attempts or
+its environment's runs disagreed) is neither accepted nor refused, present nor
+absent: it answers nothing, so re-probing an unchanged environment never moves
+a line.
 
 ``since_rows`` returns plain dicts (the ``/since.json`` rows); ``phrase`` is the
 sentence the docs table prints under the table.
