@@ -94,8 +94,21 @@ def run(
         help="survey a Ray cluster (auto: the one this machine belongs to, HOST:6379, ray://HOST:10001): each "
              "candidate is probed on the nodes that offer the platforms its catalog entry names (`survey platform` "
              "on a node prints how it offers its own); this machine stores the reports")] = None,
+    notify: Annotated[Optional[list[str]], typer.Option(
+        "--notify", metavar="URL",
+        help="POST what the survey changed as JSON to URL, signed (X-Survey-Signature: sha256=HMAC-SHA256 of the "
+             "body under $SURVEY_WEBHOOK_SECRET); retried, recorded in the store, never failing the survey "
+             "(repeatable)")] = None,
+    quiet: Annotated[bool, typer.Option(
+        "--quiet", "-q", help="print nothing (no progress, no table) unless the survey changed the store")] = False,
+    exit_code: Annotated[bool, typer.Option(
+        "--exit-code", help="exit 1 when the survey changed the store (new evidence, a new failure), 0 when "
+                            "nothing changed")] = False,
 ) -> None:
     """Survey every candidate of the catalog (or aorta's environments) and store the evidence."""
+    err = _console(quiet)  # --quiet: nothing on stderr unless the survey changed something
+    secret = _notify().check_urls(notify) if notify else b""
+    table = table and not quiet
     with_aorta = bool(aorta_environments) or aorta_registry
     if ray is not None and with_aorta:
         raise UsageProblem("--ray surveys the catalog's candidates; survey aorta's environments without it")
@@ -108,6 +121,22 @@ def run(
 
         aorta = [AortaTarget(env, engine=engine, pull=pull) for env in load_environments(aorta_environments or None)
                  .values()]
+    store: Store | None = None
+    before: str | None = None
+    if any(e.family for _, e in entries):  # a family: one candidate per release or digest it holds now
+        from survey.environments import discovery
+        from survey.survey_run import RETRY_AFTER_S
+
+        store = open_store(db)
+        before = _notify().matrix_version(store)
+        families = [e.name for _, e in entries if e.family]
+        entries, _found = discovery.expand(store, entries, only=only, engine=engine, pull=pull, force=force,
+                                           retry_after_s=0.0 if retry_unobtainable else RETRY_AFTER_S,
+                                           say=lambda m: err.print(escape(m), highlight=False))
+        if only:  # --only FAMILY selects its members (none, where none was found)
+            only = [o for o in only if o not in families] + [e.name for _, e in entries if e.discovered_from in only]
+            if not only:
+                entries, aorta = [], []
     if only:
         only = [o.removeprefix("aorta:") for o in only] if aorta else only  # catalog names hold no ':'
         known = [e.name for _, e in entries] + [t.env.name for t in aorta]
@@ -134,7 +163,9 @@ def run(
 
     from survey.survey_run import RETRY_AFTER_S, Outcome, ProbeSettings, run_survey
 
-    store = open_store(db)
+    if store is None:
+        store = open_store(db)
+        before = _notify().matrix_version(store)
     settings = ProbeSettings(timeout=timeout, force=force, retry_after_s=0.0 if retry_unobtainable else RETRY_AFTER_S)
     colors = {"probed": "green", "unchanged": "cyan", "unobtainable": "yellow", "failed": "red",
               "not run": "magenta"}
@@ -177,6 +208,8 @@ def run(
                 table_rows = docs_table.table_rows(s)
             out.print(table_mod.render(table_mod.frame(table_rows, docs_table.columns(table_rows)), "md"),
                       markup=False, highlight=False, soft_wrap=True, end="")
+        _after_survey(store, before, [fo.run_id for fo in done if fo.status == "probed" and fo.run_id],
+                      notify or [], secret, quiet, exit_code, tally)
         return
     if any(e.platforms is not None for _, e in entries):
         from survey.identity import local_platform
@@ -221,6 +254,38 @@ def run(
             rows = docs_table.table_rows(s, "all" if aorta else "catalog")
         out.print(table_mod.render(table_mod.frame(rows, docs_table.columns(rows)), "md"), markup=False,
                   highlight=False, soft_wrap=True, end="")
+    _after_survey(store, before, [o.run_id for o in outcomes if o.status == "probed" and o.run_id], notify or [],
+                  secret, quiet, exit_code, counts)
+
+
+def _console(quiet: bool) -> Console:
+    return Console(stderr=True, soft_wrap=True, quiet=True) if quiet else err
+
+
+def _notify() -> Any:
+    from survey.flows import notify
+
+    return notify
+
+
+def _after_survey(store: Store, before: str | None, run_ids: list[int], urls: list[str], secret: bytes, quiet: bool,
+                  exit_code: bool, counts: dict[str, int]) -> None:
+    """Webhooks for what the survey changed; with --quiet one line when it changed the store;
+    with --exit-code exit 1 when it did."""
+    notify = _notify()
+    changed = notify.matrix_version(store) != before
+    if quiet and changed:
+        err.print("survey: " + (", ".join(f"{n} {k}" for k, n in sorted(counts.items())) or "nothing to survey")
+                  + f"  (store: {store.url})", markup=False, highlight=False)
+    for r in notify.notify(store, urls, secret, run_ids, say=lambda m: err.print(m, markup=False, highlight=False)):
+        if r.status == "delivered":
+            _console(quiet).print(f"webhook {r.url}: delivered (HTTP {r.http_status})", markup=False,
+                                  highlight=False)
+        else:  # said even with --quiet: it is recorded, and `survey changes` lists it
+            err.print(f"webhook {r.url}: failed after {r.attempts} attempt(s): {r.error}", markup=False,
+                      highlight=False)
+    if exit_code and changed:
+        raise typer.Exit(exitcodes.FAILURE)
 
 
 # --------------------------------------------------------------------------- probe
@@ -602,6 +667,52 @@ def history_cmd(
                   escape(r["verdict"] or "—"), escape(r["reason"] or r["error"] or ""))
     # Fitted to a terminal; never cut when the output is not one (a file, a pipe).
     (out if sys.stdout.isatty() else Console(width=100_000, color_system=None)).print(t)
+
+
+# --------------------------------------------------------------------------- changes
+@app.command("changes")
+def changes_cmd(
+    since: Annotated[Optional[str], typer.Option(
+        help="only changes made by runs stored at or after this date or time (ISO 8601, UTC unless it says)")]
+    = None,
+    limit: Annotated[int, typer.Option(min=1, help="at most this many, newest first")] = 100,
+    show_all: Annotated[bool, typer.Option("--all", help="also ad-hoc candidates")] = False,
+    output_json: Annotated[bool, typer.Option("--json", help="print them (and failed webhook deliveries) as JSON")]
+    = False,
+    db: DbOpt = None,
+) -> None:
+    """What changed: each (candidate, platform, backend, mode) whose answer moved between consecutive runs
+    (and each cell a run answered first), newest first; then failed webhook deliveries."""
+    from survey.flows.notify import failed_deliveries
+    from survey.verdicts import changes as changes_mod
+
+    when = None
+    if since is not None:
+        try:
+            when = changes_mod.parse_since(since)
+        except ValueError:
+            raise UsageProblem(f"--since {since!r}: not a date or time (2026-12-01, 2026-12-01T12:00:00Z)")
+    store = open_store(db, create=False)
+    with store.session() as s:
+        found = changes_mod.changes(s, scope="all" if show_all else "catalog", since=when)
+    failed = failed_deliveries(store)
+    shown = found[:limit]
+    if output_json:
+        sys.stdout.write(json.dumps({"since": since, "total": len(found), "changes": shown,
+                                     "failed_deliveries": failed}, indent=1, ensure_ascii=False) + "\n")
+        return
+    for e in shown:
+        runs = f"run #{e['run_id']}" + (f" vs #{e['previous_run_id']}" if e["previous_run_id"] is not None else "")
+        where = f", {e['platform']}" if e["platform"] else ""
+        out.print(f"{(e['date'] or '')[:16].replace('T', ' ')}  {changes_mod.summary(e)}  [{runs}{where}]",
+                  markup=False, highlight=False)
+    if len(found) > limit:
+        out.print(f"... {len(found) - limit} older (--limit, --since)", markup=False, highlight=False)
+    if not found:
+        out.print("no changes" + (f" since {since}" if since else ""), markup=False, highlight=False)
+    for d in failed:
+        err.print(f"webhook delivery #{d['id']} to {d['url']} failed ({d['date']}, {d['attempts']} attempt(s)): "
+                  f"{d['error']}", markup=False, highlight=False)
 
 
 # --------------------------------------------------------------------------- platform
