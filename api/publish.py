@@ -16,13 +16,16 @@ from __future__ import annotations
 import os
 import shutil
 import tempfile
+import warnings
 from collections import deque
 from dataclasses import dataclass, field
 from html.parser import HTMLParser
 from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
-from fastapi.testclient import TestClient
+with warnings.catch_warnings():  # Starlette 1.x says its TestClient will want httpx2; httpx is what we install
+    warnings.filterwarnings("ignore", message=r"Using `httpx` with `starlette\.testclient` is deprecated")
+    from fastapi.testclient import TestClient
 
 from api import pages
 from api.app import create_app
