@@ -270,20 +270,10 @@ def _notify() -> Any:
 
 def _after_survey(store: Store, before: str | None, run_ids: list[int], urls: list[str], secret: bytes, quiet: bool,
                   exit_code: bool, counts: dict[str, int]) -> None:
-    """Webhooks for what the survey changed; with --quiet one line when it changed the store;
-    with --exit-code exit 1 when it did."""
-    notify = _notify()
-    changed = notify.matrix_version(store) != before
-    if quiet and changed:
-        err.print("survey: " + (", ".join(f"{n} {k}" for k, n in sorted(counts.items())) or "nothing to survey")
-                  + f"  (store: {store.url})", markup=False, highlight=False)
-    for r in notify.notify(store, urls, secret, run_ids, say=lambda m: err.print(m, markup=False, highlight=False)):
-        if r.status == "delivered":
-            _console(quiet).print(f"webhook {r.url}: delivered (HTTP {r.http_status})", markup=False,
-                                  highlight=False)
-        else:  # said even with --quiet: it is recorded, and `survey changes` lists it
-            err.print(f"webhook {r.url}: failed after {r.attempts} attempt(s): {r.error}", markup=False,
-                      highlight=False)
+    """Webhooks for what the survey changed (survey.flows.notify.announce); --exit-code: 1 when it changed
+    the store."""
+    changed = _notify().announce(store, before, run_ids, urls, secret, counts, quiet=_console(quiet).print,
+                                 loud=lambda m: err.print(m, markup=False, highlight=False), quiet_run=quiet)
     if exit_code and changed:
         raise typer.Exit(exitcodes.FAILURE)
 

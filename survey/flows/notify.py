@@ -193,6 +193,25 @@ def notify(store: Store, urls: list[str], secret: bytes, run_ids: list[int], *,
     return done
 
 
+def announce(store: Store, before: str | None, run_ids: list[int], urls: list[str], secret: bytes,
+             counts: dict[str, int], *, quiet: Callable[..., Any], loud: Callable[[str], None],
+             quiet_run: bool) -> bool:
+    """After ``survey run``: whether the survey changed the store (its matrix version moved
+    from ``before``), said in one line when the run is quiet (a loud run said it already);
+    what it changed sent to ``urls``, each delivery said (``quiet``; a failure ``loud``,
+    even in a quiet run: it is recorded, and ``survey changes`` lists it)."""
+    changed = matrix_version(store) != before
+    if quiet_run and changed:
+        loud("survey: " + (", ".join(f"{n} {k}" for k, n in sorted(counts.items())) or "nothing to survey")
+             + f"  (store: {store.url})")
+    for r in notify(store, urls, secret, run_ids, say=loud):
+        if r.status == "delivered":
+            quiet(f"webhook {r.url}: delivered (HTTP {r.http_status})", markup=False, highlight=False)
+        else:
+            loud(f"webhook {r.url}: failed after {r.attempts} attempt(s): {r.error}")
+    return changed
+
+
 def matrix_version(store: Store) -> str | None:
     """The store's matrix version (it moves with every new run, failure or catalog change)."""
     from sqlalchemy import select
