@@ -360,10 +360,11 @@ def test_an_unreachable_index_records_the_family_and_surveys_what_it_had(hermeti
 # --------------------------------------------------------------------------- the real PyPI, real wheels
 def _real_wheels(dest: Path, versions: tuple[str, ...]) -> None:
     """The real Triton wheels for this Python, through pip (and pip's cache)."""
-    proc = subprocess.run([sys.executable, "-m", "pip", "download", "--disable-pip-version-check", "--quiet",
-                           "--no-deps", "--only-binary=:all:", "-d", str(dest),
-                           *(f"triton=={v}" for v in versions)], capture_output=True, text=True, timeout=1800)
-    assert proc.returncode == 0, proc.stderr[-2000:]
+    for v in versions:  # one at a time: pip resolves the requirements of one command together
+        proc = subprocess.run([sys.executable, "-m", "pip", "download", "--disable-pip-version-check", "--quiet",
+                               "--no-deps", "--only-binary=:all:", "-d", str(dest), f"triton=={v}"],
+                              capture_output=True, text=True, timeout=1800)
+        assert proc.returncode == 0, proc.stderr[-2000:]
 
 
 @pytest.mark.integration
