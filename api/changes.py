@@ -30,6 +30,10 @@ from api.schemas import ERRORS
 from survey.verdicts import changes as changes_mod
 
 ATOM = "application/atom+xml; charset=utf-8"
+Since = Annotated[str, Query(description="only changes by runs stored at or after this RFC 3339 date (its midnight, "
+                                         "UTC) or date-time (empty: any)",
+                             json_schema_extra={"maxLength": 40, "anyOf": [{"maxLength": 0}, {"format": "date"},
+                                                                           {"format": "date-time"}]})]
 ATOM_NS = "http://www.w3.org/2005/Atom"
 SCOPES = ("catalog", "all")
 
@@ -40,8 +44,8 @@ def _since(text: str) -> dt.datetime | None:
     try:
         return changes_mod.parse_since(text)
     except ValueError:
-        raise ApiError(422, "invalid_input", f"since: {text[:60]!r} is not a date or time (2026-12-01, "
-                       "2026-12-01T12:00:00Z)", field="since")
+        raise ApiError(422, "invalid_input", f"since: {text[:60]!r} is not an RFC 3339 date or date-time "
+                       "(2026-12-01, 2026-12-01T12:00:00Z)", field="since")
 
 
 def _check(kind: str, scope: str) -> None:
@@ -140,8 +144,7 @@ async def changes_view(
     fmt: str,
     kind: Annotated[str, Query(description="only this kind of change (empty: every kind)",
                                json_schema_extra={"enum": ["", *changes_mod.KINDS]})] = "",
-    since: Annotated[str, Query(description="only changes by runs stored at or after this ISO 8601 date or time "
-                                            "(UTC unless it says)", json_schema_extra={"maxLength": 40})] = "",
+    since: Since = "",
     scope: Annotated[str, Query(description="catalog: the published candidates; all: ad-hoc ones too",
                                 json_schema_extra={"enum": list(SCOPES)})] = "catalog",
     size: pages.Size = pages.DEFAULT_SIZE,
@@ -166,8 +169,7 @@ async def changes_atom(
     request: Request,
     kind: Annotated[str, Query(description="only this kind of change (empty: every kind)",
                                json_schema_extra={"enum": ["", *changes_mod.KINDS]})] = "",
-    since: Annotated[str, Query(description="only changes by runs stored at or after this ISO 8601 date or time",
-                                json_schema_extra={"maxLength": 40})] = "",
+    since: Since = "",
     scope: Annotated[str, Query(description="catalog: the published candidates; all: ad-hoc ones too",
                                 json_schema_extra={"enum": list(SCOPES)})] = "catalog",
     size: pages.Size = pages.DEFAULT_SIZE,

@@ -108,8 +108,14 @@ def test_since_and_runs_select_changes(moving_store: tuple[Store, list[int]]) ->
     assert [e["run_id"] for e in of_second] == [second] * 4
     assert late == [] and early == everything
     assert changes_mod.parse_since("2026-12-01") == dt.datetime(2026, 12, 1, tzinfo=dt.UTC)
-    with pytest.raises(ValueError):
-        changes_mod.parse_since("yesterday")
+    assert changes_mod.parse_since("2026-12-01T13:00:00.5+01:00") == dt.datetime(2026, 12, 1, 12, 0, 0, 500000,
+                                                                                 tzinfo=dt.UTC)
+    assert changes_mod.parse_since("2016-12-31T23:59:60Z") == dt.datetime(2016, 12, 31, 23, 59, 59, tzinfo=dt.UTC)
+    # exactly RFC 3339 (what /openapi.json declares): nothing looser that Python would also read
+    for bad in ("yesterday", "2026-02-30", "2026-12-01 12:00:00Z", "2026-12-01T12:00Z", "20261201", "2026-W49",
+                "2026-12-01T12:00:00+24:00", "0000-01-01"):
+        with pytest.raises(ValueError):
+            changes_mod.parse_since(bad)
 
 
 def test_an_ad_hoc_candidate_is_left_out_unless_asked(store: Store) -> None:

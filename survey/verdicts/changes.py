@@ -19,6 +19,7 @@ said; entries come newest first (by the run that changed it, then in matrix orde
 from __future__ import annotations
 
 import datetime as dt
+import re
 from typing import Any
 
 from sqlalchemy import select
@@ -65,8 +66,8 @@ def changes(s: Session, *, scope: str = "catalog", since: dt.datetime | None = N
         q = q.join(m.Candidate).where(m.Candidate.scope == "catalog")
     before: dict[tuple[int, int | None], tuple[m.Run, dict[tuple[str, str | None], ModeVerdict]]] = {}
     out: list[dict[str, Any]] = []
-    since_utc = since.astimezone(dt.UTC) if since is not None and since.tzinfo else \
-        since.replace(tzinfo=dt.UTC) if since is not None else None
+    if since is not None and since.tzinfo is None:
+        since = since.replace(tzinfo=dt.UTC)
     for run in s.scalars(q):
         cells = {(v.backend, v.mode): v for v in run_verdicts(run)}
         key = (run.candidate_id, run.platform_id)
@@ -75,7 +76,7 @@ def changes(s: Session, *, scope: str = "catalog", since: dt.datetime | None = N
         if runs is not None and run.id not in runs:
             continue
         finished = run.finished_at if run.finished_at.tzinfo else run.finished_at.replace(tzinfo=dt.UTC)
-        if since_utc is not None and finished < since_utc:
+        if since is not None and finished < since:
             continue
         prev_run, prev_cells = prev if prev is not None else (None, {})
         platform = run.platform.key if run.platform is not None else None
@@ -126,8 +127,27 @@ def summary(entry: dict[str, Any]) -> str:
     return f"{where}: {said(entry['before'])} -> {said(entry['after'])}"
 
 
+_SINCE = re.compile(r"(\d{4})-(\d{2})-(\d{2})(?:[Tt](\d{2}):(\d{2}):(\d{2})(\.\d+)?([Zz]|[+-]\d{2}:\d{2}))?")
+
+
 def parse_since(text: str) -> dt.datetime:
-    """A date or time in ISO 8601 (``2026-12-01``, ``2026-12-01T12:00:00Z``); without a
-    zone it is UTC. Raises ValueError."""
-    value = dt.datetime.fromisoformat(text.strip().replace("Z", "+00:00"))
-    return value if value.tzinfo else value.replace(tzinfo=dt.UTC)
+    """An RFC 3339 date (``2026-12-01``: its midnight, UTC) or date-time
+    (``2026-12-01T12:00:00Z``, ``2026-12-01T13:00:00+01:00``), and nothing looser.
+    Raises ValueError."""
+    m = _SINCE.fullmatch(text.strip())
+    if m is None:
+        raise ValueError(f"not an RFC 3339 date or date-time: {text!r}")
+    year, month, day = int(m[1]), int(m[2]), int(m[3])
+    if m[4] is None:
+        return dt.datetime(year, month, day, tzinfo=dt.UTC)
+    hour, minute = int(m[4]), int(m[5])
+    second = min(int(m[6]), 59)  # a leap second (60) counts as the second before it
+    micro = int((m[7] or ".0")[1:7].ljust(6, "0"))
+    zone = dt.UTC
+    if m[8] not in ("Z", "z"):
+        oh, om = int(m[8][1:3]), int(m[8][4:6])
+        if oh > 23 or om > 59:
+            raise ValueError(f"not a UTC offset: {m[8]!r}")
+        sign = -1 if m[8][0] == "-" else 1
+        zone = dt.timezone(sign * dt.timedelta(hours=oh, minutes=om))
+    return dt.datetime(year, month, day, hour, minute, second, micro, tzinfo=zone)
