@@ -12,6 +12,8 @@ One URL per resource, many formats: ``/matrix`` is the HTML page, ``/matrix.json
 ``/runs/{id}``                    everything a run recorded (``/runs/{id}/report.json``:
                                   the report verbatim)
 ``/diff?a=&b=``                   what changed between two runs or candidates
+``/changes``, ``/changes.atom``   every answer that moved between consecutive runs,
+                                  newest first; the same as an Atom feed
 ``/check?target=&backend=&mode=`` the verdict of ``survey check`` from stored evidence
 ``POST /runs``                    upload a probe report (bearer token)
 ``/schema.json``, ``/healthz``    the report's JSON Schema; liveness
@@ -36,7 +38,7 @@ from dataclasses import dataclass
 from fastapi import APIRouter, FastAPI
 from fastapi.staticfiles import StaticFiles
 
-from api import badges, candidates, check, diff, docs, errors, history, matrix, meta, render, runs, upload
+from api import badges, candidates, changes, check, diff, docs, errors, history, matrix, meta, render, runs, upload
 from api.cache import MatrixCache
 from api.middleware import HeadAsGet, SecurityHeaders
 from api.replay import Replay
@@ -108,7 +110,7 @@ def create_app(store: Store, *, token: str | None = None, max_upload_bytes: int 
     app.state.matrix_cache = cache
     errors.install(app)
     router = APIRouter()
-    for module in (meta, matrix, candidates, runs, history, diff, check, upload, docs, badges):
+    for module in (meta, matrix, candidates, runs, history, changes, diff, check, upload, docs, badges):
         module.routes(router)
     app.include_router(router)
     app.mount("/static", StaticFiles(directory=str(render.STATIC)), name="static")

@@ -34,7 +34,7 @@ MEDIA_TYPES = {
     "md": "text/markdown; charset=utf-8",
 }
 # Paths that only ever answer JSON (errors there are JSON too).
-JSON_ONLY = ("/healthz", "/schema.json", "/openapi.json", "/runs")
+JSON_ONLY = ("/healthz", "/schema.json", "/openapi.json", "/runs", "/changes.atom")
 # No script runs on our pages, from anywhere (api.middleware adds these to every HTML answer).
 HTML_SECURITY = HTML_HEADERS
 

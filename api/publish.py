@@ -42,13 +42,14 @@ from db.store import Store
 from survey.core.errors import InputError
 
 START = ("/matrix", "/matrix.json", "/matrix.csv", "/matrix.md", "/candidates", "/candidates.json",
-         "/candidates.csv", "/candidates.md", "/schema.json", "/static/style.css")
+         "/candidates.csv", "/candidates.md", "/changes", "/changes.json", "/changes.csv", "/changes.md",
+         "/changes.atom", "/schema.json", "/static/style.css")
 PAGED = ("/matrix", "/matrix.json", "/matrix.csv", "/candidates", "/candidates.json", "/candidates.csv",
-         "/candidates.md")
+         "/candidates.md", "/changes", "/changes.json", "/changes.csv", "/changes.md")
 MAX_PAGES = 100_000
 # Resources that answer a question asked in the query string: no static form.
 INTERACTIVE = ("/check", "/diff", "/docs", "/openapi.json", "/healthz")
-FILE_SUFFIXES = (".json", ".csv", ".md", ".css", ".svg", ".html", ".js", ".txt", ".png", ".ico")
+FILE_SUFFIXES = (".json", ".csv", ".md", ".css", ".svg", ".html", ".js", ".txt", ".png", ".ico", ".atom")
 
 
 class _Links(HTMLParser):

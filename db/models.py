@@ -223,3 +223,23 @@ class Meta(Base):
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
     key: Mapped[str] = mapped_column(String(100))
     value: Mapped[str] = mapped_column(Text)
+
+
+class Delivery(Base):
+    """One webhook delivery of what a survey changed (``survey run --notify URL``):
+    delivered, or failed after its retries, with the last answer or error."""
+
+    __tablename__ = "deliveries"
+    __table_args__ = (Index("ix_deliveries_status_id", "status", "id"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    url: Mapped[str] = mapped_column(Text)  # as given, any password in it replaced by ***
+    status: Mapped[str] = mapped_column(String(20))  # delivered | failed
+    attempts: Mapped[int] = mapped_column(Integer)
+    http_status: Mapped[int | None] = mapped_column(Integer, nullable=True)  # the last answer's, if any
+    error: Mapped[str | None] = mapped_column(Text, nullable=True)
+    changes: Mapped[int] = mapped_column(Integer)  # entries in the payload
+    run_ids: Mapped[list[int]] = mapped_column(JSON, default=list)  # the runs whose changes it carried
+    payload_sha256: Mapped[str] = mapped_column(String(64))
+    started_at: Mapped[dt.datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    finished_at: Mapped[dt.datetime] = mapped_column(DateTime(timezone=True), default=utcnow)

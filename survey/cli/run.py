@@ -3,13 +3,19 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Any, Optional
+from typing import TYPE_CHECKING, Annotated, Any, Optional
 
 import typer
+from rich.console import Console
 from rich.markup import escape
 
-from survey.cli.app import DbOpt, TimeoutOpt, app, err, open_store, out
+from survey.cli.app import DbOpt, TimeoutOpt, app, open_store, out
+from survey.cli.app import err as app_err
+from survey.core import exitcodes
 from survey.core.errors import InputError, UsageProblem
+
+if TYPE_CHECKING:
+    from db.store import Store
 
 
 @app.command()
@@ -37,8 +43,21 @@ def run(
         help="survey a Ray cluster (auto: the one this machine belongs to, HOST:6379, ray://HOST:10001): each "
              "candidate is probed on the nodes that offer the platforms its catalog entry names (`survey platform` "
              "on a node prints how it offers its own); this machine stores the reports")] = None,
+    notify: Annotated[Optional[list[str]], typer.Option(
+        "--notify", metavar="URL",
+        help="POST what the survey changed as JSON to URL, signed (X-Survey-Signature: sha256=HMAC-SHA256 of the "
+             "body under $SURVEY_WEBHOOK_SECRET); retried, recorded in the store, never failing the survey "
+             "(repeatable)")] = None,
+    quiet: Annotated[bool, typer.Option(
+        "--quiet", "-q", help="print nothing (no progress, no table) unless the survey changed the store")] = False,
+    exit_code: Annotated[bool, typer.Option(
+        "--exit-code", help="exit 1 when the survey changed the store (new evidence, a new failure), 0 when "
+                            "nothing changed")] = False,
 ) -> None:
     """Survey every candidate of the catalog (or aorta's environments) and store the evidence."""
+    err = _console(quiet)  # --quiet: nothing on stderr unless the survey changed something
+    secret = _notify().check_urls(notify) if notify else b""
+    table = table and not quiet
     from survey.environments import catalog as catalog_mod
     from survey.render import docs_table
     from survey.render import table as table_mod
@@ -54,6 +73,22 @@ def run(
 
         aorta = [AortaTarget(env, engine=engine, pull=pull) for env in load_environments(aorta_environments or None)
                  .values()]
+    store: Store | None = None
+    before: str | None = None
+    if any(e.family for _, e in entries):  # a family: one candidate per release or digest it holds now
+        from survey.environments import discovery
+        from survey.flows.run import RETRY_AFTER_S
+
+        store = open_store(db)
+        before = _notify().matrix_version(store)
+        families = [e.name for _, e in entries if e.family]
+        entries, _found = discovery.expand(store, entries, only=only, engine=engine, pull=pull, force=force,
+                                           retry_after_s=0.0 if retry_unobtainable else RETRY_AFTER_S,
+                                           say=lambda m: err.print(escape(m), highlight=False))
+        if only:  # --only FAMILY selects its members (none, where none was found)
+            only = [o for o in only if o not in families] + [e.name for _, e in entries if e.discovered_from in only]
+            if not only:
+                entries, aorta = [], []
     if only:
         only = [o.removeprefix("aorta:") for o in only] if aorta else only  # catalog names hold no ':'
         known = [e.name for _, e in entries] + [t.env.name for t in aorta]
@@ -81,7 +116,9 @@ def run(
     from db.store import mask_url
     from survey.flows.run import RETRY_AFTER_S, Outcome, ProbeSettings, run_survey
 
-    store = open_store(db)
+    if store is None:
+        store = open_store(db)
+        before = _notify().matrix_version(store)
     settings = ProbeSettings(timeout=timeout, force=force, retry_after_s=0.0 if retry_unobtainable else RETRY_AFTER_S)
     colors = {"probed": "green", "unchanged": "cyan", "unobtainable": "yellow", "failed": "red",
               "not run": "magenta"}
@@ -124,6 +161,8 @@ def run(
                 table_rows = docs_table.table_rows(s)
             out.print(table_mod.render(table_mod.frame(table_rows, docs_table.columns(table_rows)), "md"),
                       markup=False, highlight=False, soft_wrap=True, end="")
+        _after_survey(store, before, [fo.run_id for fo in done if fo.status == "probed" and fo.run_id],
+                      notify or [], secret, quiet, exit_code, tally)
         return
     if any(e.platforms is not None for _, e in entries):
         from survey.evidence.identity import local_platform
@@ -168,3 +207,25 @@ def run(
             rows = docs_table.table_rows(s, "all" if aorta else "catalog")
         out.print(table_mod.render(table_mod.frame(rows, docs_table.columns(rows)), "md"), markup=False,
                   highlight=False, soft_wrap=True, end="")
+    _after_survey(store, before, [o.run_id for o in outcomes if o.status == "probed" and o.run_id], notify or [],
+                  secret, quiet, exit_code, counts)
+
+
+def _console(quiet: bool) -> Console:
+    return Console(stderr=True, soft_wrap=True, quiet=True) if quiet else app_err
+
+
+def _notify() -> Any:
+    from survey.flows import notify
+
+    return notify
+
+
+def _after_survey(store: Store, before: str | None, run_ids: list[int], urls: list[str], secret: bytes, quiet: bool,
+                  exit_code: bool, counts: dict[str, int]) -> None:
+    """Webhooks for what the survey changed (survey.flows.notify.announce); --exit-code: 1 when it changed
+    the store."""
+    changed = _notify().announce(store, before, run_ids, urls, secret, counts, quiet=_console(quiet).print,
+                                 loud=lambda m: app_err.print(m, markup=False, highlight=False), quiet_run=quiet)
+    if exit_code and changed:
+        raise typer.Exit(exitcodes.FAILURE)

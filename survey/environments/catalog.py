@@ -39,6 +39,13 @@ class Entry(BaseModel):
     platforms: list[str] | None = Field(
         default=None, description="where it must be probed: platform keys or parts of one (sm_90, gfx942, "
                                   "none:x86_64); default: wherever the survey runs")
+    versions: str | None = Field(
+        default=None, description="a family: every release of the `pip` project in this range (PEP 440, "
+                                  "e.g. >=3.6), one candidate each (survey.environments.discovery)")
+    track: str | None = Field(default=None, description='"digest": a family of the image tag\'s digests, '
+                                                        "one candidate per digest it pointed to")
+    discovered_from: str | None = Field(default=None, description="set on a candidate discovery made: "
+                                                                  "its family's name")
 
     @field_validator("platforms")
     @classmethod
@@ -63,7 +70,18 @@ class Entry(BaseModel):
             raise ValueError(f"needs exactly one of pip, python, image (has {given or 'none'})")
         if self.index_url and not self.pip:
             raise ValueError("index_url only applies to pip candidates")
+        if self.versions is not None or self.track is not None:
+            from survey.environments.discovery import family_problem
+
+            problem = family_problem(self)
+            if problem:
+                raise ValueError(problem)
         return self
+
+    @property
+    def family(self) -> bool:
+        """Does this entry name a family (releases in a range, a tag's digests) to discover?"""
+        return self.versions is not None or self.track is not None
 
     @property
     def kind(self) -> str:
@@ -109,6 +127,10 @@ def load(path: str | Path | None = None) -> Catalog:
         raise CatalogError(f"catalog {p}: not valid TOML: {e}")
     if "candidate" not in data:
         raise CatalogError(f"catalog {p}: no [[candidate]] entries", field="candidate")
+    for i, raw in enumerate(data["candidate"] if isinstance(data["candidate"], list) else []):
+        if isinstance(raw, dict) and "discovered_from" in raw:
+            raise CatalogError(f"catalog {p}: candidate {raw.get('name', f'#{i + 1}')!r}: discovered_from is set "
+                               "by discovery, not in a catalog", field=f"candidate.{i}.discovered_from")
     try:
         cat = Catalog.model_validate({**data, "path": str(p)})
     except ValidationError as e:

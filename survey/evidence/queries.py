@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import datetime as dt
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session, selectinload
@@ -19,6 +19,9 @@ from probes import outcomes as O
 from survey.core.ages import age_text as age_text  # re-exported: callers read it here
 from survey.core.errors import UnknownTarget
 from survey.evidence.identity import platform_label
+
+if TYPE_CHECKING:
+    from db.store import Store
 
 NO_MODE = "none"  # the label of "no mode given"; `default` is a real instrumentation mode
 MODE_LABELS = (NO_MODE, *(m for m in O.COMMON_MODES if m), *O.INSTRUMENTATION_MODES)  # every mode, as labels
@@ -194,3 +197,21 @@ def provenance(run: m.Run) -> dict[str, Any]:
         "platform": run.platform.key if run.platform else None,
         "resolved": wheels,
     }
+
+
+def backed_off(store: Store, name: str, platform_key: str, retry_after_s: float) -> m.Run | None:
+    """The last run of (candidate, platform) when it was unobtainable less than
+    ``retry_after_s`` ago: not worth another try yet."""
+    if retry_after_s <= 0:
+        return None
+    with store.session() as s:
+        last = s.scalar(select(m.Run).join(m.Candidate).join(m.Platform, m.Run.platform_id == m.Platform.id)
+                        .where(m.Candidate.name == name, m.Platform.key == platform_key)
+                        .order_by(m.Run.id.desc()).limit(1))
+        if last is None or last.status != "unobtainable":
+            return None
+        when = last.last_tried_at or last.finished_at
+        if when.tzinfo is None:
+            when = when.replace(tzinfo=dt.UTC)
+        age = (dt.datetime.now(dt.UTC) - when).total_seconds()
+        return last if age < retry_after_s else None

@@ -455,7 +455,7 @@ class _Driver:
         """Unobtainable on this platform a short while ago: not tried again yet (as ``survey run``)."""
         from survey.core import errortext
         from survey.evidence import queries
-        from survey.flows.run import backed_off
+        from survey.evidence.queries import backed_off
 
         if self.settings.force:
             return False

@@ -9,16 +9,12 @@ complete run for this probe version are not probed again.
 
 from __future__ import annotations
 
-import datetime as dt
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import select
-
-from db import models as m
 from db.store import Store
 from probes import PROBE_VERSION
 from survey.core import errortext
@@ -70,24 +66,6 @@ class Deferred:
 RETRY_AFTER_S = 6 * 3600.0
 
 
-def backed_off(store: Store, name: str, platform_key: str, retry_after_s: float) -> m.Run | None:
-    """The last run of (candidate, platform) when it was unobtainable less than
-    ``retry_after_s`` ago: not worth another try yet."""
-    if retry_after_s <= 0:
-        return None
-    with store.session() as s:
-        last = s.scalar(select(m.Run).join(m.Candidate).join(m.Platform, m.Run.platform_id == m.Platform.id)
-                        .where(m.Candidate.name == name, m.Platform.key == platform_key)
-                        .order_by(m.Run.id.desc()).limit(1))
-        if last is None or last.status != "unobtainable":
-            return None
-        when = last.last_tried_at or last.finished_at
-        if when.tzinfo is None:
-            when = when.replace(tzinfo=dt.UTC)
-        age = (dt.datetime.now(dt.UTC) - when).total_seconds()
-        return last if age < retry_after_s else None
-
-
 @dataclass
 class ProbeSettings:
     timeout: float = 60.0
@@ -135,7 +113,7 @@ def survey_one(
                        time.time() - t0)
 
     if not settings.force:
-        last = backed_off(store, name, platform.key, settings.retry_after_s)
+        last = queries.backed_off(store, name, platform.key, settings.retry_after_s)
         if last is not None:
             ago = queries.age_text(last.last_tried_at or last.finished_at).replace(" old", " ago")
             return Outcome(name, "unobtainable", last.id,

@@ -1,0 +1,57 @@
+"""``survey changes``: what moved between consecutive runs, newest first (the terminal face of /changes)."""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import Annotated, Optional
+
+import typer
+
+from survey.cli.app import DbOpt, app, err, open_store, out
+from survey.core.errors import UsageProblem
+
+
+@app.command("changes")
+def changes_cmd(
+    since: Annotated[Optional[str], typer.Option(
+        help="only changes made by runs stored at or after this date or time (ISO 8601, UTC unless it says)")]
+    = None,
+    limit: Annotated[int, typer.Option(min=1, help="at most this many, newest first")] = 100,
+    show_all: Annotated[bool, typer.Option("--all", help="also ad-hoc candidates")] = False,
+    output_json: Annotated[bool, typer.Option("--json", help="print them (and failed webhook deliveries) as JSON")]
+    = False,
+    db: DbOpt = None,
+) -> None:
+    """What changed: each (candidate, platform, backend, mode) whose answer moved between consecutive runs
+    (and each cell a run answered first), newest first; then failed webhook deliveries."""
+    from survey.flows.notify import failed_deliveries
+    from survey.verdicts import changes as changes_mod
+
+    when = None
+    if since is not None:
+        try:
+            when = changes_mod.parse_since(since)
+        except ValueError:
+            raise UsageProblem(f"--since {since!r}: not a date or time (2026-12-01, 2026-12-01T12:00:00Z)")
+    store = open_store(db, create=False)
+    with store.session() as s:
+        found = changes_mod.changes(s, scope="all" if show_all else "catalog", since=when)
+    failed = failed_deliveries(store)
+    shown = found[:limit]
+    if output_json:
+        sys.stdout.write(json.dumps({"since": since, "total": len(found), "changes": shown,
+                                     "failed_deliveries": failed}, indent=1, ensure_ascii=False) + "\n")
+        return
+    for e in shown:
+        runs = f"run #{e['run_id']}" + (f" vs #{e['previous_run_id']}" if e["previous_run_id"] is not None else "")
+        where = f", {e['platform']}" if e["platform"] else ""
+        out.print(f"{(e['date'] or '')[:16].replace('T', ' ')}  {changes_mod.summary(e)}  [{runs}{where}]",
+                  markup=False, highlight=False)
+    if len(found) > limit:
+        out.print(f"... {len(found) - limit} older (--limit, --since)", markup=False, highlight=False)
+    if not found:
+        out.print("no changes" + (f" since {since}" if since else ""), markup=False, highlight=False)
+    for d in failed:
+        err.print(f"webhook delivery #{d['id']} to {d['url']} failed ({d['date']}, {d['attempts']} attempt(s)): "
+                  f"{d['error']}", markup=False, highlight=False)
