@@ -198,8 +198,8 @@ def test_a_store_whose_version_was_a_clock_reading_is_upgraded_to_the_counter(st
     try:
         with engine.begin() as conn:
             conn.execute(text("DROP TABLE IF EXISTS alembic_version"))  # a fresh PostgreSQL database is at head
-            for table in ("deliveries", "capture_results", "library_results", "mode_results", "reports", "runs", "platforms",
-                          "environments", "candidates", "meta"):
+            for table in ("deliveries", "capture_results", "library_results", "mode_results", "reports", "runs",
+                          "platforms", "environments", "candidates", "meta"):
                 conn.execute(text(f"DROP TABLE IF EXISTS {table}"))
         with engine.begin() as conn:
             command.upgrade(alembic_config(conn), "0002")
