@@ -14,7 +14,6 @@ import tempfile
 import zipfile
 
 EXIT_OK = 0
-EXIT_INTERNAL = 1
 EXIT_NO_TRITON = 3
 EXIT_OLD_PYTHON = 4
 EXIT_USAGE = 64  # EX_USAGE, as the survey command (2 means: this environment cannot run it)

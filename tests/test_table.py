@@ -269,14 +269,6 @@ def test_docs_without_markers_is_an_input_error(tmp_path: Path) -> None:
     assert doc.read_text() == "no markers here\n"
 
 
-def test_pivot_for_the_matrix(filled_store: Store) -> None:
-    with filled_store.session() as s:
-        p = table_mod.pivot(survey_matrix.matrix(s))
-    assert p.loc["triton-3.7.1", "rocprofiler:none"] == "unknown_backend"
-    assert p.loc["triton-3.8.0", "rocprofiler:pcsampling"] == "library_missing"
-    assert p.loc["triton-3.8.0", "roctracer:pcsampling"] == "unsupported_mode"
-
-
 # ---------------------------------------------------------------------------- csv and json
 def test_json_rows_follow_the_published_schema(catalog_store: Store) -> None:
     import jsonschema

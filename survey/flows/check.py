@@ -46,9 +46,6 @@ from survey.verdicts import matrix as survey_matrix
 from survey.verdicts.modes import ModeVerdict, run_verdicts
 
 YES, NO, UNKNOWN, NOT_APPLICABLE = "yes", "no", "unknown", "not_applicable"
-CAUSES = ("no_triton", "backend_absent", "mode_refused", "library_missing", "capture_failed", "capture_empty",
-          "disabled", "devices_env_rejected", "unstable", "crashed", "hung", "unrecognised_error", "no_gpu",
-          "not_checked", "not_probed", "unobtainable")
 
 
 @dataclass
@@ -64,7 +61,7 @@ class Answer:
 class CheckResult:
     exit_code: int
     verdict: str  # runs | cannot_run | not_enough_evidence
-    cause: str | None  # one of CAUSES; None when it runs
+    cause: str | None  # why it does not run, or why there is not enough evidence; None when it runs
     reason: str
     fix: str | None
     target: str

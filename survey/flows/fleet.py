@@ -47,7 +47,6 @@ from __future__ import annotations
 
 import json
 import logging
-import shlex
 import socket
 import sys
 import threading
@@ -133,10 +132,6 @@ def ray_start_argv(key: str, *, address: str | None = None, head: bool = False, 
     argv.append("--head" if head else f"--address={address or 'HEAD_ADDRESS:6379'}")
     argv += ["--resources", json.dumps({resource_name(key): slots}, ensure_ascii=False)]
     return argv
-
-
-def ray_start_line(key: str, **kw: Any) -> str:
-    return shlex.join(ray_start_argv(key, **kw))
 
 
 # ----------------------------------------------------------------- on the node

@@ -74,17 +74,6 @@ def render(df: pd.DataFrame, fmt: str) -> str:
     raise InputError(f"unknown format {fmt!r}; one of {', '.join(FORMATS)}")
 
 
-def pivot(matrix_rows: list[dict[str, Any]]) -> pd.DataFrame:
-    """candidate x (backend, mode) -> outcome, for the terminal and the HTML matrix."""
-    measured = [r for r in matrix_rows if r.get("status") == "measured"]
-    if not measured:
-        return pd.DataFrame()
-    df = pd.DataFrame(measured)
-    df["check"] = df["backend"] + ":" + df["mode"]
-    out = df.pivot_table(index="candidate", columns="check", values="outcome", aggfunc="first", sort=False)
-    return out
-
-
 _START_LINE = re.compile(r"^" + re.escape(START) + r"[ \t]*$", re.MULTILINE)
 _END_LINE = re.compile(r"^" + re.escape(END) + r"[ \t]*$", re.MULTILINE)
 

@@ -20,7 +20,6 @@ from db import models as m
 from probes import outcomes as O
 from survey.verdicts.modes import ModeVerdict, run_verdicts
 
-QUESTIONS = ("present", "accepted", "works")
 # A capture outcome that says nothing about the build: it could not run here.
 _NO_ANSWER_CAPTURES = (O.NO_GPU, O.DISABLED, O.DEVICES_ENV_REJECTED, O.UNSTABLE)
 

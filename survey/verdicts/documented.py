@@ -30,9 +30,7 @@ from survey.evidence.queries import mode_label
 from survey.verdicts import answers
 
 DEFAULT_DIR = Path(__file__).parents[1] / "data" / "documented"
-CLAIMS = ("present", "absent", "accepted", "refused", "works")
 MODES = tuple(md for md in (*O.COMMON_MODES, *O.INSTRUMENTATION_MODES) if md)
-STATUSES = ("not_measured", "agrees", "conflicts")
 
 
 class DocumentedError(InputError):
@@ -224,8 +222,3 @@ def assess(s: Session, documented: list[Documented]) -> list[dict[str, Any]]:
             "status": status, "measured": measured, "subject": subject(c),
         })
     return rows
-
-
-def documented_rows(s: Session, path: str | Path | None = None) -> list[dict[str, Any]]:
-    """The packaged (or given) claims, assessed against the store: what the API serves."""
-    return assess(s, load(path))
