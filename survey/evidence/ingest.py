@@ -17,10 +17,11 @@ from __future__ import annotations
 
 import datetime as dt
 import hashlib
+import sqlite3
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import func, select
+from sqlalchemy import Connection, func, select, text
 from sqlalchemy.exc import IntegrityError, OperationalError
 from sqlalchemy.orm import Session
 
@@ -33,6 +34,8 @@ from survey.evidence.identity import Resolved
 from survey.evidence.report import Report, ReportError, canonical_json, parse_report
 
 MATRIX_VERSION = "matrix_version"
+NO_VERSION = "0"  # the matrix version of a store nothing was ever ingested into
+_VERSION_SQL = f"SELECT value FROM meta WHERE key = '{MATRIX_VERSION}'"
 RETRIES = 5
 CATALOG, ADHOC = "catalog", "adhoc"
 
@@ -167,6 +170,17 @@ def environment_row(s: Session, report: Report) -> m.Environment:
         s.add(row)
         s.flush()
     return row
+
+
+def matrix_version(conn: Session | Connection | sqlite3.Connection) -> str:
+    """The store's matrix version now: one indexed read, through an ORM session, a
+    SQLAlchemy connection, or a plain sqlite3 connection (the service reads it on
+    every request, outside the ORM)."""
+    if isinstance(conn, sqlite3.Connection):
+        row = conn.execute(_VERSION_SQL).fetchone()
+    else:
+        row = conn.execute(text(_VERSION_SQL)).fetchone()
+    return str(row[0]) if row is not None and row[0] is not None else NO_VERSION
 
 
 def bump_matrix_version(s: Session) -> None:
