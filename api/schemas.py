@@ -11,6 +11,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from survey.verdicts.answers import Answer
+
 
 class Open(BaseModel):
     model_config = ConfigDict(extra="allow")
@@ -84,14 +86,6 @@ class RunResponse(BaseModel):
     verdicts: list[Open]
     environment: Open | None
     report: dict[str, Any] | None = Field(description="the probe report as stored, parsed (see /schema.json)")
-
-
-class Answer(BaseModel):
-    answer: Literal["yes", "no", "unknown", "not_applicable"]
-    basis: str = Field(description="how we know")
-    source: str | None = Field(description="registry | cli | live | stub | libraries")
-    library: str | None = Field(description="the soname, for library_loads")
-    fix: str | None
 
 
 class CheckResponse(BaseModel):

@@ -43,8 +43,9 @@ from survey.core.errors import SurveyError, UnknownTarget
 from survey.core.versions import release
 from survey.evidence import identity, queries
 from survey.evidence.queries import mode_label
-from survey.flows.check import NO, UNKNOWN, Answer, CheckResult, check_run, check_stored, check_target
+from survey.flows.check import CheckResult, check_run, check_stored, check_target
 from survey.flows.run import ProbeSettings
+from survey.verdicts.answers import NO, UNKNOWN, Answer
 
 ROCPROFILER_SDK = "librocprofiler-sdk.so"
 REGISTRY_SINCE = (3, 8, 0)  # get_available_profilers() exists from this release on

@@ -118,14 +118,14 @@ def since_rows(s: Session, scope: str = "catalog", slots: list[queries.Slot] | N
     for question, backend, mode in _questions():
         points: dict[str, dict[str, Point]] = {}  # platform -> version -> point
         for version, pkey, _lab, run in runs:
-            if question == "accepted" and answers.present(run, backend).answer is False:
+            if question == "accepted" and answers.backend_present(run, backend).answer == answers.NO:
                 continue  # a mode of an absent backend: the presence row says so
             a = answers.ask(run, question, backend, mode)
-            if a.answer is None:
+            if not a.known:
                 continue
             p = points.setdefault(pkey, {}).setdefault(version, Point())
-            p.yes |= a.answer is True
-            p.no |= a.answer is False
+            p.yes |= a.answer == answers.YES
+            p.no |= a.answer == answers.NO
             p.stub |= a.stub
             p.runs.append(run.id)
         rows += summarise(question, backend, mode, points, labels)
