@@ -12,6 +12,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from survey.verdicts.answers import Answer
+from survey.verdicts.rows import MatrixRow
 
 
 class Open(BaseModel):
@@ -34,22 +35,6 @@ ERRORS: dict[int | str, dict[str, Any]] = {
     404: {"model": ErrorResponse, "description": "no such resource"},
     422: {"model": ErrorResponse, "description": "a parameter is invalid (`field` names it)"},
 }
-
-
-class MatrixRow(Open):
-    candidate: str
-    label: str
-    kind: str
-    status: str = Field(description="measured | unobtainable | failed | not_probed")
-    backend: str | None = None
-    mode: str | None = Field(None, description="the mode's label; `none` is no mode")
-    mode_arg: str | None = Field(None, description="the `mode=` given to proton.start (null: none given)")
-    outcome: str | None = None
-    verdict: str | None = Field(None, description="accepted | refused | absent | unknown")
-    verdict_source: str | None = Field(None, description="live | stub (stub-derived, never live) | null")
-    date: str | None = Field(None, description="when the evidence was recorded (ISO 8601)")
-    run_id: int | None = None
-    evidence: str | None = Field(None, description="path of the run the row comes from")
 
 
 class MatrixResponse(BaseModel):

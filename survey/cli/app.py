@@ -13,7 +13,6 @@ from typing import TYPE_CHECKING, Annotated, Optional
 
 import typer
 from rich.console import Console
-from rich.markup import escape
 
 try:  # Typer >= 0.20 vendors click
     from typer._click.exceptions import UsageError
@@ -22,6 +21,7 @@ except ImportError:  # pragma: no cover
 
 from survey.core import exitcodes
 from survey.core.errors import StoreUnusable, SurveyError
+from survey.render.escape import rich_markup, terminal
 
 if TYPE_CHECKING:
     from db.store import Store
@@ -83,8 +83,8 @@ def _main(argv: list[str]) -> None:
         err.print("aborted")
         sys.exit(130)
     except SurveyError as e:
-        err.print(f"[bold red]error:[/] {escape(e.message)}", highlight=False)
+        err.print(f"[bold red]error:[/] {rich_markup(e.message)}", highlight=False)
         if e.hint:
-            err.print(f"  {e.hint}", markup=False, highlight=False)
+            err.print(terminal(f"  {e.hint}"), markup=False, highlight=False)
         sys.exit(e.exit_code)
     sys.exit(rv if isinstance(rv, int) else 0)

@@ -6,10 +6,11 @@ from pathlib import Path
 from typing import Annotated, Any, Optional
 
 import typer
-from rich.markup import escape
 
 from survey.cli.app import DbOpt, TimeoutOpt, app, err, open_store, out
 from survey.core.errors import InputError, UsageProblem
+from survey.render.escape import rich_markup as escape
+from survey.render.escape import terminal
 
 
 @app.command()
@@ -41,7 +42,6 @@ def run(
     """Survey every candidate of the catalog (or aorta's environments) and store the evidence."""
     from survey.environments import catalog as catalog_mod
     from survey.render import docs_table
-    from survey.render import table as table_mod
     with_aorta = bool(aorta_environments) or aorta_registry
     if ray is not None and with_aorta:
         raise UsageProblem("--ray surveys the catalog's candidates; survey aorta's environments without it")
@@ -65,7 +65,7 @@ def run(
         entries = [(i, e) for i, e in entries if e.name in only]
         aorta = [t for t in aorta if t.env.name in only]
     for t in [t for t in aorta if t.unusable is not None]:
-        err.print(f"{t.name}: skipped ({t.unusable})", markup=False, highlight=False)
+        err.print(terminal(f"{t.name}: skipped ({t.unusable})"), markup=False, highlight=False)
     aorta = [t for t in aorta if t.unusable is None]
     ahead: dict[str, Any] = {}
     if ray is None and all(e.platforms is None for _, e in entries):
@@ -120,9 +120,8 @@ def run(
                       "are filed under the platform they measured")
         if table:
             with store.session() as s:
-                table_rows = docs_table.table_rows(s)
-            out.print(table_mod.render(table_mod.frame(table_rows, docs_table.columns(table_rows)), "md"),
-                      markup=False, highlight=False, soft_wrap=True, end="")
+                text = docs_table.markdown(s)
+            out.print(text, markup=False, highlight=False, soft_wrap=True, end="")
         return
     if any(e.platforms is not None for _, e in entries):
         from survey.evidence.identity import local_platform
@@ -138,10 +137,10 @@ def run(
                   TextColumn("{task.description}"), TimeElapsedColumn(), console=err,
                   transient=False) as progress:
         names = [e.name for _, e in entries] + [t.name for t in aorta]
-        tasks = {n: progress.add_task("waiting", total=1, name=n) for n in names}
+        tasks = {n: progress.add_task("waiting", total=1, name=escape(n)) for n in names}
 
         def on_update(name: str, msg: str) -> None:
-            progress.update(tasks[name], description=msg)
+            progress.update(tasks[name], description=escape(msg))
 
         def on_done(o: Outcome) -> None:
             c = colors.get(o.status, "white")
@@ -164,6 +163,5 @@ def run(
               + f"  (store: {store.url})")
     if table:
         with store.session() as s:
-            rows = docs_table.table_rows(s, "all" if aorta else "catalog")
-        out.print(table_mod.render(table_mod.frame(rows, docs_table.columns(rows)), "md"), markup=False,
-                  highlight=False, soft_wrap=True, end="")
+            text = docs_table.markdown(s, "all" if aorta else "catalog")
+        out.print(text, markup=False, highlight=False, soft_wrap=True, end="")

@@ -26,6 +26,7 @@ from sqlalchemy.exc import IntegrityError, OperationalError
 from sqlalchemy.orm import Session
 
 from db import models as m
+from db import widths
 from probes import records
 from survey.core import errortext, names
 from survey.core.errors import InvalidReport
@@ -163,7 +164,7 @@ def environment_row(s: Session, report: Report) -> m.Environment:
     if row is None:
         digest = env.doc.get("digest") or env.doc.get("image_id") if env.kind == "image" else None
         row = m.Environment(
-            identity=env.identity, kind=env.kind, label=env.label[:400], resolved=env.doc,
+            identity=env.identity, kind=env.kind, label=env.label[:widths.LABEL], resolved=env.doc,
             image_digest=digest, triton_distribution=report.environment.triton.distribution,
             triton_version=report.environment.triton.version,
         )
@@ -279,9 +280,10 @@ def ingest(
                 status="complete", source=source,
                 started_at=_parse_time(report.probe.started_at),
                 finished_at=_parse_time(report.probe.finished_at) or m.utcnow(),
-                host=names.derived(env.platform.hostname, 200) if env.platform.hostname else None,
-                probe_version=report.probe.version[:40], schema_version=report.schema_version, report_hash=digest,
-                triton_version=(env.triton.version or None) and env.triton.version[:100],
+                host=names.derived(env.platform.hostname, widths.HOST) if env.platform.hostname else None,
+                probe_version=report.probe.version[:widths.PROBE_VERSION], schema_version=report.schema_version,
+                report_hash=digest,
+                triton_version=(env.triton.version or None) and env.triton.version[:widths.TRITON_VERSION],
                 image_digest=envrow.image_digest, profilers=report.registry.profilers,
                 cli_backends=report.registry.cli_backends,
             )

@@ -25,7 +25,7 @@ from sqlalchemy.orm import Session
 
 from probes import outcomes as O
 from survey.core.errors import InputError
-from survey.core.names import CATALOG_PATTERN
+from survey.core.names import CATALOG_PATTERN, MAX_NAME
 from survey.evidence import queries
 from survey.evidence.queries import mode_label
 from survey.verdicts import answers
@@ -62,7 +62,7 @@ class Claim(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     id: str = Field(pattern=CATALOG_PATTERN, max_length=100)
-    candidate: str = Field(pattern=CATALOG_PATTERN, max_length=200)
+    candidate: str = Field(pattern=CATALOG_PATTERN, max_length=MAX_NAME)
     backend: Literal["cupti", "roctracer", "rocprofiler", "instrumentation"]
     mode: str | None = Field(default=None, description="omitted: no mode (or, for present/absent, the backend)")
     claim: Literal["present", "absent", "accepted", "refused", "works"]
