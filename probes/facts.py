@@ -393,10 +393,3 @@ def resolved():
         "machine": platform.machine(),
         "distributions": dists,
     }
-
-
-def print_resolved():
-    import json
-
-    sys.stdout.write(json.dumps(resolved(), sort_keys=True) + "\n")
-    return 0
