@@ -32,8 +32,8 @@ app = typer.Typer(
     rich_markup_mode="rich",
     help="Measure which Proton backends and modes work in which environment, and keep the evidence.",
 )
-out = Console(soft_wrap=True)
-err = Console(stderr=True, soft_wrap=True)
+out = Console(soft_wrap=True, emoji=False)  # evidence text such as ":x:" stays text
+err = Console(stderr=True, soft_wrap=True, emoji=False)
 
 DbOpt = Annotated[
     Optional[str],
