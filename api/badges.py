@@ -23,6 +23,7 @@ from api import cache as cache_mod
 from api.cache import Entry
 from api.errors import ApiError
 from api.matrix import MODE_LABELS, one_of
+from db import widths
 from probes import outcomes as O
 from survey.evidence import queries
 from survey.verdicts import matrix as survey_matrix
@@ -71,7 +72,7 @@ async def badge(
     request: Request,
     rest: str,
     platform: Annotated[str, Query(description="only this platform's evidence (a key)",
-                                   json_schema_extra={"maxLength": 300})] = "",
+                                   json_schema_extra={"maxLength": widths.PLATFORM_KEY})] = "",
     if_none_match: cache_mod.IfNoneMatch = None,
 ) -> Response:
     path, dot, fmt = rest.rpartition(".")

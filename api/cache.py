@@ -23,15 +23,13 @@ from dataclasses import dataclass
 from typing import Annotated, Any
 
 from fastapi import Header
-from sqlalchemy import text
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import Response
 
 from db.store import Store
-from survey.evidence.ingest import MATRIX_VERSION
+from survey.evidence.ingest import matrix_version
 
-NO_VERSION = "0"  # a store nothing was ever ingested into
 IfNoneMatch = Annotated[str | None, Header(description="an ETag of an earlier answer: 304 if unchanged")]
 SLOT = "survey.replay"  # filled by answer(): api.replay may repeat the answer while the version stands
 
@@ -78,7 +76,6 @@ class MatrixCache:
         self._version: str | None = None
         self._entries: OrderedDict[Hashable, Any] = OrderedDict()
         self.inflight: dict[Hashable, asyncio.Future[Any]] = {}  # (version, key) being computed (event loop only)
-        self._sql = text("SELECT value FROM meta WHERE key = :key")
         self._raw: sqlite3.Connection | None = None
         self._raw_lock = threading.Lock()
         self.epoch = 0  # moves when the store is reopened (api.storewatch): nothing computed before is kept
@@ -122,12 +119,9 @@ class MatrixCache:
         raw = self._raw
         if raw is not None:
             with self._raw_lock:
-                row = raw.execute("SELECT value FROM meta WHERE key = ?", (MATRIX_VERSION,)).fetchone()
-            value = row[0] if row else None
-        else:
-            with self.store.engine.connect() as conn:
-                value = conn.execute(self._sql, {"key": MATRIX_VERSION}).scalar()
-        return str(value) if value is not None else NO_VERSION
+                return matrix_version(raw)
+        with self.store.engine.connect() as conn:
+            return matrix_version(conn)
 
     def close(self) -> None:
         with self._raw_lock:

@@ -44,13 +44,6 @@ RUN_COLUMNS = ["id", "status", "source", "finished_at", "triton_version", "host"
                "error"]
 
 
-def _first_line(text: str | None) -> str | None:
-    if not text:
-        return None
-    lines = [ln for ln in text.strip().splitlines() if ln.strip()]
-    return lines[0] if lines else None
-
-
 def candidate_rows(s: Session) -> list[dict[str, Any]]:
     """Every stored candidate (catalog and ad hoc), one row per platform it has evidence on."""
     counts = dict(s.execute(select(m.Run.candidate_id, func.count()).group_by(m.Run.candidate_id)).all())

@@ -28,6 +28,7 @@ from api.errors import ApiError
 from api.formats import Resource
 from api.matrix import MODE_LABELS, backend_and_mode, stored_names
 from api.schemas import ERRORS, CheckResponse
+from db import widths
 from probes import outcomes as O
 from survey.core import exitcodes
 from survey.environments import targets
@@ -87,7 +88,7 @@ async def check_view(
                                json_schema_extra={"enum": ["", *MODE_LABELS]})] = "",
     platform: Annotated[str, Query(description="the platform whose evidence answers (a key, or a part of one: "
                                                "sm_90, gfx942); needed when there are several",
-                                   json_schema_extra={"maxLength": 300})] = "",
+                                   json_schema_extra={"maxLength": widths.PLATFORM_KEY})] = "",
     if_none_match: cache_mod.IfNoneMatch = None,
 ) -> Any:
     form = {"target": target, "backend": backend, "mode": mode}
@@ -104,8 +105,8 @@ async def check_view(
     the_mode = backend_and_mode(backend, mode)
     store = request.app.state.store
     version = await cache_mod.version(request)
-    if len(platform) > 300:
-        raise ApiError(422, "invalid_input", "platform: at most 300 characters", field="platform")
+    if len(platform) > widths.PLATFORM_KEY:
+        raise ApiError(422, "invalid_input", f"platform: at most {widths.PLATFORM_KEY} characters", field="platform")
     result = with_age(await cache_mod.memo(request, version, ("check", target, backend, the_mode, platform),
                                            lambda: answer_in(store, target, backend, the_mode, platform or None)))
     ctx.update(title=f"Check {target}: {backend} {queries.mode_label(result['mode'])}", result=result)

@@ -2,17 +2,17 @@
 
 The bare path is the HTML page; the same path with ``.json``, ``.csv`` or ``.md``
 is that format. A view computes a :class:`Resource` once; :func:`respond` turns
-it into the format asked for. CSV and Markdown go through ``survey.render.table.render``
-(pandas), the same code the CLI prints with: CSV cells that a spreadsheet would
-read as a formula are neutralised and Markdown cells carry no HTML. Markdown
-tables are cut to :data:`api.clip.ROWS` rows of :data:`api.clip.CELL`-character
-cells, with a line saying where the whole is; JSON and CSV are never cut.
+it into the format asked for. CSV and Markdown go through the renderers of
+``survey.render.table.RENDERERS``, the ones the CLI prints with: CSV cells that a
+spreadsheet would read as a formula are neutralised and Markdown cells carry no
+HTML or link; JSON is ``survey.render.escape.json_text``. Markdown tables are cut
+to :data:`api.clip.ROWS` rows of :data:`api.clip.CELL`-character cells, with a
+line saying where the whole is; JSON and CSV are never cut.
 """
 
 from __future__ import annotations
 
 import inspect
-import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -23,16 +23,12 @@ from starlette.responses import Response
 
 from api import clip, render
 from api.middleware import HTML_HEADERS
+from survey.render import escape
 from survey.render import table as table_mod
 
 HTML = "html"
 SUFFIXES = ("json", "csv", "md")
-MEDIA_TYPES = {
-    "html": "text/html; charset=utf-8",
-    "json": "application/json",
-    "csv": "text/csv; charset=utf-8",
-    "md": "text/markdown; charset=utf-8",
-}
+MEDIA_TYPES = {"html": "text/html; charset=utf-8", **{k: r.media_type for k, r in table_mod.RENDERERS.items()}}
 # Paths that only ever answer JSON (errors there are JSON too).
 JSON_ONLY = ("/healthz", "/schema.json", "/openapi.json", "/runs", "/changes.atom")
 # No script runs on our pages, from anywhere (api.middleware adds these to every HTML answer).
@@ -50,7 +46,7 @@ def wants_html(request: Request) -> bool:
 
 def json_bytes(data: Any) -> bytes:
     """Compact JSON: never larger than a constant times the data (indenting deep nesting is quadratic)."""
-    return json.dumps(data, ensure_ascii=False, separators=(",", ":"), default=str).encode("utf-8") + b"\n"
+    return escape.json_text(data).encode("utf-8") + b"\n"
 
 
 def html_response(text: str, *, status: int = 200, headers: dict[str, str] | None = None) -> Response:
@@ -82,18 +78,17 @@ def body(res: Resource, fmt: str, request: Request | None = None) -> bytes:
     if fmt == "csv":
         rows = res.rows or []
         columns = res.columns or (list(rows[0]) if rows else [])
-        flat = [{c: _cell(r.get(c)) for c in columns} for r in rows]
-        return table_mod.render(table_mod.frame(flat, columns), fmt).encode("utf-8")
+        return table_mod.render(rows, columns, fmt).encode("utf-8")
     if fmt == "md":
         rows = res.rows or []
         columns = res.columns or (list(rows[0]) if rows else [])
         cut = len(rows) > clip.ROWS
         flat = []
         for r in rows[:clip.ROWS]:
-            cells = {c: _cell(r.get(c)) for c in columns}
+            cells = {c: table_mod.flat(r.get(c)) for c in columns}
             cut = cut or any(isinstance(v, str) and len(v) > clip.CELL for v in cells.values())
             flat.append({c: clip.cell(v) for c, v in cells.items()})
-        text = table_mod.render(table_mod.frame(flat, columns), fmt)
+        text = table_mod.render(flat, columns, fmt)
         if cut:
             whole = res.whole or (_json_path(request) if request is not None else "the .json of this resource")
             text += (f"\nThis table was truncated (at most {clip.ROWS} rows of {clip.CELL}-character cells); "
@@ -108,14 +103,6 @@ def body(res: Resource, fmt: str, request: Request | None = None) -> bytes:
 def _json_path(request: Request) -> str:
     path = quote(request.scope["path"], safe="/:@")
     return path[: -len(".md")] + ".json" if path.endswith(".md") else path + ".json"
-
-
-def _cell(value: Any) -> Any:
-    if isinstance(value, (list, tuple)):
-        return "; ".join(str(v) for v in value)
-    if isinstance(value, dict):
-        return json.dumps(value, sort_keys=True)
-    return value
 
 
 def respond(request: Request, res: Resource, fmt: str) -> Response:

@@ -23,6 +23,7 @@ from api.errors import ApiError
 from api.formats import Resource
 from api.matrix import MODE_LABELS, backend_and_mode, stored_names
 from api.schemas import ERRORS, HistoryResponse
+from db import widths
 from probes import outcomes as O
 from survey.core.errors import UnknownTarget
 from survey.evidence import queries
@@ -60,13 +61,13 @@ async def history_view(
     request: Request,
     fmt: str,
     candidate: Annotated[str, Query(description="a stored candidate's name",
-                                    json_schema_extra={"minLength": 1, "maxLength": 200})] = "",
+                                    json_schema_extra={"minLength": 1, "maxLength": widths.NAME})] = "",
     backend: Annotated[str, Query(description="the Proton backend", json_schema_extra={"enum": list(O.BACKENDS)})]
     = "",
     mode: Annotated[str, Query(description="its mode (empty or `none`: no mode)",
                                json_schema_extra={"enum": ["", *MODE_LABELS]})] = "",
     platform: Annotated[str, Query(description="only runs on this platform, by key (empty: every platform)",
-                                   json_schema_extra={"maxLength": 300})] = "",
+                                   json_schema_extra={"maxLength": widths.PLATFORM_KEY})] = "",
     size: pages.Size = pages.DEFAULT_SIZE,
     start: pages.Offset = 0,
     if_none_match: cache_mod.IfNoneMatch = None,
@@ -80,8 +81,8 @@ async def history_view(
     if not candidate:
         raise ApiError(422, "invalid_input", "candidate: whose history? ?candidate=NAME", field="candidate")
     the_mode = backend_and_mode(backend, mode)
-    if len(candidate) > 200 or len(platform) > 300:
-        field = "candidate" if len(candidate) > 200 else "platform"
+    if len(candidate) > widths.NAME or len(platform) > widths.PLATFORM_KEY:
+        field = "candidate" if len(candidate) > widths.NAME else "platform"
         raise ApiError(422, "invalid_input", f"{field}: too long", field=field)
     mode_text = queries.mode_label(the_mode)
     key = ("history", fmt, candidate, backend, the_mode, platform, size, start)

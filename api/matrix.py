@@ -31,19 +31,16 @@ from api import formats, pages, render
 from api.cache import Entry
 from api.errors import ApiError
 from api.schemas import ERRORS, MatrixResponse
+from db import widths
 from db.store import Store
 from probes import outcomes as O
 from survey.evidence import queries
 from survey.render import docs_table
+from survey.render import grid as grid_mod
 from survey.verdicts import matrix as survey_matrix
-from survey.verdicts import modes as survey_verdicts
+from survey.verdicts.rows import FIELDS
 
-COLUMNS = [
-    "candidate", "label", "kind", "scope", "platform", "platform_label", "status", "triton_version", "environment",
-    "backend", "mode", "mode_arg", "outcome", "verdict",
-    "verdict_source", "stub_outcome", "library", "reason", "capture_outcome", "capture_kernel_count",
-    "capture_gpu_time_ns", "run_id", "date", "image_digest", "evidence", "last_attempt", "error", "tries",
-]
+COLUMNS = FIELDS  # survey.verdicts.rows.MatrixRow: the rows of .json, the columns of .csv
 MODE_LABELS = queries.MODE_LABELS
 VERDICTS = ("accepted", "refused", "absent", "unknown")  # survey.verdicts.modes.mode_verdict
 FILTER_NAMES = ("backend", "mode", "candidate", "outcome", "verdict", "platform")
@@ -101,65 +98,20 @@ def backend_and_mode(backend: str, mode: str) -> str | None:
     return queries.mode_from_label(mode or None)
 
 
-def _column_key(col: tuple[str, str | None]) -> tuple[int, int]:
-    return survey_verdicts.BACKEND_ORDER.get(col[0], 99), survey_verdicts.MODE_ORDER.get(col[1], 9)
-
-
 def grid(rows: list[dict[str, Any]]) -> dict[str, Any]:
-    """Rows -> candidates (in catalog order) x (backend, mode) columns, for the HTML page."""
-    cands: dict[str, dict[str, Any]] = {}  # one row per (candidate, platform)
-    cells: dict[tuple[str, str, str | None], dict[str, Any]] = {}
-    cols: set[tuple[str, str | None]] = set()
-    platforms: dict[str, set[str]] = {}
-    for r in rows:
-        platforms.setdefault(r["candidate"], set()).add(r.get("platform") or "")
-    for r in rows:
-        row_key = f"{r['candidate']}\x00{r.get('platform') or ''}"
-        cands.setdefault(row_key, {"key": row_key, "name": r["candidate"], "label": r["label"],
-                                       "kind": r["kind"], "status": r["status"], "error": r.get("error"),
-                                       "run_id": r.get("run_id"), "date": r.get("date"),
-                                       "triton_version": r.get("triton_version"),
-                                       "last_attempt": r.get("last_attempt"), "platform": r.get("platform"),
-                                       "platform_label": r.get("platform_label"),
-                                       "several_platforms": len(platforms[r["candidate"]]) > 1})
-        if r["status"] == "measured":
-            key = (r["backend"], r["mode_arg"])
-            cols.add(key)
-            cells[(row_key, *key)] = r
-    columns = sorted(cols, key=_column_key)
-    backends: list[tuple[str, int]] = []
-    for b, _m in columns:
-        if backends and backends[-1][0] == b:
-            backends[-1] = (b, backends[-1][1] + 1)
-        else:
-            backends.append((b, 1))
-    for c in cands.values():
-        c["spans"] = spans(c["key"], columns, cells)
-    return {"candidates": list(cands.values()), "columns": columns, "backends": backends, "cells": cells}
-
-
-def _same(cell: dict[str, Any]) -> tuple[Any, ...]:
-    """What a cell shows (and its title says): cells equal in this are one answer."""
-    return (cell["outcome"], cell["verdict"], cell.get("verdict_source"), cell.get("stub_outcome"),
-            cell.get("reason"), cell.get("capture_outcome"), cell.get("capture_kernel_count"), cell["run_id"])
-
-
-def spans(row_key: str, columns: list[tuple[str, str | None]],
-          cells: dict[tuple[str, str, str | None], dict[str, Any]]) -> list[dict[str, Any]]:
-    """A grid row as cells to draw: neighbouring modes of one backend that say the
-    same thing (one run; same outcome, verdict and reason) are one cell spanning
-    them, which names the modes it covers; an empty column is its own cell."""
-    out: list[dict[str, Any]] = []
-    for b, m in columns:
-        cell = cells.get((row_key, b, m))
-        last = out[-1] if out else None
-        if cell is not None and last is not None and last["cell"] is not None and last["backend"] == b \
-                and _same(last["cell"]) == _same(cell):
-            last["modes"].append(m)
-            last["colspan"] += 1
-            continue
-        out.append({"backend": b, "modes": [m], "colspan": 1, "cell": cell})
-    return out
+    """Rows -> candidates (in catalog order) x (backend, mode) columns, for the HTML
+    page: ``survey.render.grid``'s grid, each row with the cells it draws."""
+    g = grid_mod.grid_of(rows)
+    cands = []
+    for e in g.rows:
+        r = e.row
+        cands.append({"key": e.key, "name": r["candidate"], "label": r["label"], "kind": r["kind"],
+                      "status": r["status"], "error": r.get("error"), "run_id": r.get("run_id"),
+                      "date": r.get("date"), "triton_version": r.get("triton_version"),
+                      "last_attempt": r.get("last_attempt"), "platform": r.get("platform"),
+                      "platform_label": r.get("platform_label"), "several_platforms": e.several_platforms,
+                      "spans": g.spans(e)})
+    return {"candidates": cands, "columns": g.columns}
 
 
 def check_filters(filters: dict[str, str | None], names: list[str]) -> None:
@@ -215,7 +167,7 @@ def build(request: Request, fmt: str, filters: dict[str, str | None], version: s
         body = formats.json_bytes({"matrix_version": version, "filters": filters, "scope": scope,
                                    "count": len(rows), **paging, "rows": rows})
     elif fmt == "csv":
-        body = formats.body(formats.Resource(None, "", rows=rows, columns=COLUMNS), "csv")
+        body = formats.body(formats.Resource(None, "", rows=rows, columns=COLUMNS), "csv")  # every row is whole
     else:
         store = request.app.state.store
         with store.session() as s:
@@ -244,7 +196,7 @@ CandidateFilter = Annotated[str, Query(description="only this stored candidate, 
 OutcomeFilter = Annotated[str, Query(description="only this outcome (empty: any)", json_schema_extra=_enum(O.OUTCOMES))]
 VerdictFilter = Annotated[str, Query(description="only this verdict (empty: any)", json_schema_extra=_enum(VERDICTS))]
 PlatformFilter = Annotated[str, Query(description="only this platform, by key (empty: any)",
-                                      json_schema_extra={"maxLength": 300})]
+                                      json_schema_extra={"maxLength": widths.PLATFORM_KEY})]
 ScopeParam = Annotated[str, Query(description="catalog (empty, the default: what the docs publish) or all (ad-hoc "
                                               "evidence too)", json_schema_extra=_enum(queries.SCOPES))]
 

@@ -1,6 +1,8 @@
 """Jinja2 pages. Autoescape is on for every template and nothing here marks
 evidence safe: all of it (messages, stderr, paths) comes from the environments
-that were probed and is shown as text."""
+that were probed and is shown as text. Every value a page prints also goes
+through HTML's rule of ``survey.render.escape`` (control, bidi and invisible
+characters shown as escapes) before it is escaped."""
 
 from __future__ import annotations
 
@@ -10,8 +12,10 @@ from typing import Any
 from urllib.parse import quote, urlencode
 
 from jinja2 import Environment, FileSystemLoader, Undefined
+from markupsafe import Markup
 
 from probes import outcomes as O
+from survey.render import escape
 
 TEMPLATES = Path(__file__).with_name("templates")
 STATIC = Path(__file__).with_name("static")
@@ -70,9 +74,17 @@ def yesno(value: Any) -> str:
     return {True: "yes", False: "no", None: "—"}.get(value, str(value))
 
 
+def shown(value: Any) -> Any:
+    """What ``{{ value }}`` prints: text with its control, bidi and invisible
+    characters shown (then autoescaped); markup we made ourselves is left alone."""
+    if isinstance(value, str) and not isinstance(value, Markup):
+        return escape.html_text(value)
+    return value
+
+
 def env(undefined: type[Undefined] = Undefined) -> Environment:
     e = Environment(loader=FileSystemLoader(str(TEMPLATES)), autoescape=True, undefined=undefined,
-                    trim_blocks=True, lstrip_blocks=True, auto_reload=False)
+                    trim_blocks=True, lstrip_blocks=True, auto_reload=False, finalize=shown)
     e.filters.update(q=q, outcome_class=outcome_class, day=day, mode_text=mode_text, mode_label=mode_label,
                      pretty=pretty, yesno=yesno)
     e.globals.update(qs=qs, anchor=anchor, capture_anchor=capture_anchor, OUTCOMES=O.OUTCOMES, BACKENDS=O.BACKENDS)

@@ -11,6 +11,9 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from survey.verdicts.answers import Answer
+from survey.verdicts.rows import MatrixRow
+
 
 class Open(BaseModel):
     model_config = ConfigDict(extra="allow")
@@ -32,22 +35,6 @@ ERRORS: dict[int | str, dict[str, Any]] = {
     404: {"model": ErrorResponse, "description": "no such resource"},
     422: {"model": ErrorResponse, "description": "a parameter is invalid (`field` names it)"},
 }
-
-
-class MatrixRow(Open):
-    candidate: str
-    label: str
-    kind: str
-    status: str = Field(description="measured | unobtainable | failed | not_probed")
-    backend: str | None = None
-    mode: str | None = Field(None, description="the mode's label; `none` is no mode")
-    mode_arg: str | None = Field(None, description="the `mode=` given to proton.start (null: none given)")
-    outcome: str | None = None
-    verdict: str | None = Field(None, description="accepted | refused | absent | unknown")
-    verdict_source: str | None = Field(None, description="live | stub (stub-derived, never live) | null")
-    date: str | None = Field(None, description="when the evidence was recorded (ISO 8601)")
-    run_id: int | None = None
-    evidence: str | None = Field(None, description="path of the run the row comes from")
 
 
 class MatrixResponse(BaseModel):
@@ -84,14 +71,6 @@ class RunResponse(BaseModel):
     verdicts: list[Open]
     environment: Open | None
     report: dict[str, Any] | None = Field(description="the probe report as stored, parsed (see /schema.json)")
-
-
-class Answer(BaseModel):
-    answer: Literal["yes", "no", "unknown", "not_applicable"]
-    basis: str = Field(description="how we know")
-    source: str | None = Field(description="registry | cli | live | stub | libraries")
-    library: str | None = Field(description="the soname, for library_loads")
-    fix: str | None
 
 
 class CheckResponse(BaseModel):

@@ -42,6 +42,7 @@ from starlette.responses import Response
 from api import formats, names
 from api.errors import ApiError
 from api.schemas import ErrorResponse, UploadResponse
+from db import widths
 from db.store import Store
 from survey.environments import catalog as catalog_mod
 from survey.evidence.ingest import IngestResult
@@ -52,8 +53,8 @@ INT_MIN, INT_MAX = -MAX_INT, MAX_INT  # what every JSON reader holds exactly (su
 
 DEFAULT_MAX_UPLOAD_BYTES = 8 * 1024 * 1024
 DEFAULT_BODY_TIMEOUT_S = 60.0
-MAX_CANDIDATE = 200  # db.models.Candidate.name
-MAX_LABEL = 400  # db.models.Candidate.label
+MAX_CANDIDATE = widths.NAME
+MAX_LABEL = widths.LABEL
 
 bearer = HTTPBearer(auto_error=False, description="the server's SURVEY_TOKEN")
 CHALLENGE = {"WWW-Authenticate": 'Bearer realm="proton-survey"'}

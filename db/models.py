@@ -31,6 +31,8 @@ from sqlalchemy.engine import Dialect
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
 from sqlalchemy.types import TypeDecorator
 
+from db import widths as W
+
 NUL_SHOWN = "\u2400"  # SYMBOL FOR NULL: one character for one, so a value still fits its column
 
 
@@ -65,8 +67,8 @@ class Candidate(Base):
     __tablename__ = "candidates"
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
-    name: Mapped[str] = mapped_column(String(200), unique=True)
-    label: Mapped[str] = mapped_column(String(400))
+    name: Mapped[str] = mapped_column(String(W.NAME), unique=True)
+    label: Mapped[str] = mapped_column(String(W.LABEL))
     kind: Mapped[str] = mapped_column(String(20))  # python | pip | image | ingested
     scope: Mapped[str] = mapped_column(String(20), default="catalog")  # catalog | adhoc
     spec: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
@@ -83,11 +85,11 @@ class Environment(Base):
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
     identity: Mapped[str] = mapped_column(String(64), unique=True)  # sha256 of `resolved` (the identity document)
     kind: Mapped[str] = mapped_column(String(20))  # interpreter | pip | image | reported (| python, ingested: 0001)
-    label: Mapped[str | None] = mapped_column(String(400), nullable=True)
+    label: Mapped[str | None] = mapped_column(String(W.LABEL), nullable=True)
     resolved: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
     image_digest: Mapped[str | None] = mapped_column(String(200), nullable=True)
     triton_distribution: Mapped[str | None] = mapped_column(String(100), nullable=True)
-    triton_version: Mapped[str | None] = mapped_column(String(100), nullable=True)
+    triton_version: Mapped[str | None] = mapped_column(String(W.TRITON_VERSION), nullable=True)
     created_at: Mapped[dt.datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
 
 
@@ -95,10 +97,10 @@ class Platform(Base):
     __tablename__ = "platforms"
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
-    key: Mapped[str] = mapped_column(String(300), unique=True)
-    vendor: Mapped[str] = mapped_column(String(20))  # nvidia | amd | none | unknown
-    model: Mapped[str | None] = mapped_column(String(200), nullable=True)
-    arch: Mapped[str | None] = mapped_column(String(60), nullable=True)
+    key: Mapped[str] = mapped_column(String(W.PLATFORM_KEY), unique=True)
+    vendor: Mapped[str] = mapped_column(String(W.VENDOR))  # nvidia | amd | none | unknown
+    model: Mapped[str | None] = mapped_column(String(W.MODEL), nullable=True)
+    arch: Mapped[str | None] = mapped_column(String(W.ARCH), nullable=True)
     created_at: Mapped[dt.datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
 
 
@@ -118,15 +120,15 @@ class Run(Base):
     source: Mapped[str] = mapped_column(String(20))  # survey | ingest | upload | probe
     started_at: Mapped[dt.datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
     finished_at: Mapped[dt.datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
-    host: Mapped[str | None] = mapped_column(String(200), nullable=True)
-    probe_version: Mapped[str | None] = mapped_column(String(40), nullable=True)
+    host: Mapped[str | None] = mapped_column(String(W.HOST), nullable=True)
+    probe_version: Mapped[str | None] = mapped_column(String(W.PROBE_VERSION), nullable=True)
     schema_version: Mapped[int | None] = mapped_column(Integer, nullable=True)
     report_hash: Mapped[str | None] = mapped_column(String(64), unique=True, nullable=True)
     error: Mapped[str | None] = mapped_column(Text, nullable=True)
     error_key: Mapped[str | None] = mapped_column(Text, nullable=True)  # normalised: survey/core/errortext.py
     tries: Mapped[int] = mapped_column(Integer, default=1)
     last_tried_at: Mapped[dt.datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
-    triton_version: Mapped[str | None] = mapped_column(String(100), nullable=True)
+    triton_version: Mapped[str | None] = mapped_column(String(W.TRITON_VERSION), nullable=True)
     image_digest: Mapped[str | None] = mapped_column(String(200), nullable=True)
     profilers: Mapped[list[str] | None] = mapped_column(JSON, nullable=True)  # get_available_profilers()
     cli_backends: Mapped[list[str] | None] = mapped_column(JSON, nullable=True)  # proton -b choices
@@ -158,15 +160,15 @@ class ModeRow(Base):
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
     run_id: Mapped[int] = mapped_column(ForeignKey("runs.id"))
-    backend: Mapped[str] = mapped_column(String(40))
-    mode: Mapped[str | None] = mapped_column(String(80), nullable=True)
+    backend: Mapped[str] = mapped_column(String(W.BACKEND))
+    mode: Mapped[str | None] = mapped_column(String(W.MODE), nullable=True)
     env: Mapped[str] = mapped_column(String(20))
     stub: Mapped[bool] = mapped_column(Boolean)
     outcome: Mapped[str] = mapped_column(String(40))
-    rule: Mapped[str | None] = mapped_column(String(80), nullable=True)
-    library: Mapped[str | None] = mapped_column(String(200), nullable=True)
-    signal: Mapped[str | None] = mapped_column(String(20), nullable=True)
-    exc_type: Mapped[str | None] = mapped_column(String(200), nullable=True)
+    rule: Mapped[str | None] = mapped_column(String(W.RULE), nullable=True)
+    library: Mapped[str | None] = mapped_column(String(W.LIBRARY), nullable=True)
+    signal: Mapped[str | None] = mapped_column(String(W.SIGNAL), nullable=True)
+    exc_type: Mapped[str | None] = mapped_column(String(W.EXC_TYPE), nullable=True)
     message: Mapped[str | None] = mapped_column(Text, nullable=True)
     exit_code: Mapped[int | None] = mapped_column(Integer, nullable=True)
     duration_s: Mapped[float] = mapped_column(Float)
@@ -182,7 +184,7 @@ class LibraryRow(Base):
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
     run_id: Mapped[int] = mapped_column(ForeignKey("runs.id"))
-    name: Mapped[str] = mapped_column(String(200))
+    name: Mapped[str] = mapped_column(String(W.LIBRARY))
     backends: Mapped[list[str]] = mapped_column(JSON, default=list)
     loads: Mapped[bool | None] = mapped_column(Boolean, nullable=True)
     error: Mapped[str | None] = mapped_column(Text, nullable=True)
@@ -197,8 +199,8 @@ class CaptureRow(Base):
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
     run_id: Mapped[int] = mapped_column(ForeignKey("runs.id"))
-    backend: Mapped[str | None] = mapped_column(String(40), nullable=True)
-    mode: Mapped[str | None] = mapped_column(String(80), nullable=True)
+    backend: Mapped[str | None] = mapped_column(String(W.BACKEND), nullable=True)
+    mode: Mapped[str | None] = mapped_column(String(W.MODE), nullable=True)
     outcome: Mapped[str] = mapped_column(String(40))
     exit_code: Mapped[int | None] = mapped_column(Integer, nullable=True)
     message: Mapped[str | None] = mapped_column(Text, nullable=True)

@@ -1,8 +1,24 @@
 """Entry points of the probe bundle (``python probe.zip <command> ...``).
 
-    probe  [--timeout S] [--jobs N] [--capture B[:M]] [--output F] ...   the report
-    worker <kind> <args.json>                                           (internal)
-    gelu   [...]                                                        the payload
+    probe    [--timeout S] [--jobs N] [--capture B[:M]] [--output F] ...   the report
+    resolve                                                               what is installed
+    worker   <kind> <args.json>                                           (internal)
+    gelu     [...]                                                        the payload
+
+``probe`` and ``resolve`` say what happened in their output, as one typed JSON
+document on stdout (as uv's interpreter query does), never through an exit code
+of their own:
+
+    {"result": "report", "report": {...}}                    the probe report
+    {"result": "resolved", "resolved": {...}}                what ``resolve`` found
+    {"result": "error", "kind": KIND, "message": "...", ...}  what went wrong
+
+where KIND is ``missing_triton`` (no Triton in this Python: ``report`` still says
+what was found), ``unsupported_python`` (older than 3.8: ``python`` is its
+version; the bootstrap says so before loading anything) or ``internal_error``
+(the probe itself failed: ``traceback``). The exit status only says whether a
+result was printed: 0 it was; 64 (EX_USAGE) the command line was not understood;
+anything else, the probe died (the host reports its stderr).
 """
 
 import argparse
@@ -11,19 +27,21 @@ import os
 import shutil
 import sys
 import tempfile
+import traceback
 import zipfile
 
 EXIT_OK = 0
-EXIT_INTERNAL = 1
-EXIT_NO_TRITON = 3
-EXIT_OLD_PYTHON = 4
 EXIT_USAGE = 64  # EX_USAGE, as the survey command (2 means: this environment cannot run it)
 
 BOOTSTRAP = (
     "import sys\n"
     "if sys.version_info < (3, 8):\n"
-    "    sys.stderr.write('proton-survey: the probe needs Python >= 3.8; this is %s\\n' % sys.version.split()[0])\n"
-    "    sys.exit(4)\n"
+    "    import json\n"
+    "    m = 'the probe needs Python >= 3.8; this is %s' % sys.version.split()[0]\n"
+    "    sys.stderr.write('proton-survey: %s\\n' % m)\n"
+    "    sys.stdout.write(json.dumps({'result': 'error', 'kind': 'unsupported_python', 'message': m,\n"
+    "                                'python': list(sys.version_info[:2])}) + '\\n')\n"
+    "    sys.exit(0)\n"
     "import os, shutil, tempfile\n"
     "d = tempfile.mkdtemp(prefix='proton-survey-bundle-')\n"
     "p = os.path.join(d, 'probe.zip')\n"
@@ -46,6 +64,19 @@ class Parser(argparse.ArgumentParser):
     def error(self, message):
         sys.stderr.write("%s: error: %s (see %s --help)\n" % (self.prog, message, self.prog))
         sys.exit(EXIT_USAGE)
+
+
+def result(doc, sort_keys=False):
+    """Print the command's one typed result (see the module's docstring)."""
+    sys.stdout.write(json.dumps(doc, indent=1, sort_keys=sort_keys, ensure_ascii=True) + "\n")
+    sys.stdout.flush()
+    return EXIT_OK
+
+
+def error(kind, message, **more):
+    doc = {"result": "error", "kind": kind, "message": message}
+    doc.update(more)
+    return result(doc)
 
 
 def parse_capture(text):
@@ -74,8 +105,6 @@ def source_dir_for(bundle, work):
 
 
 def cmd_probe(argv, bundle):
-    from . import orchestrator
-
     p = Parser(prog="probe", description="Measure what Proton can do in this Python environment.")
     p.add_argument("--timeout", type=float, default=60.0, help="seconds for each check (default 60)")
     p.add_argument("--capture-timeout", type=float, default=300.0, help="seconds for each GELU capture")
@@ -108,6 +137,15 @@ def cmd_probe(argv, bundle):
     p.add_argument("--timeline", action="store_true",
                    help="print when each phase began and ended (seconds since the probe began) to stderr")
     args = p.parse_args(argv)
+    try:
+        return _probe(args, argv, bundle)
+    except Exception as e:  # the probe's own failure: said in its result, with where it happened
+        return error("internal_error", "%s: %s" % (type(e).__name__, e),
+                     traceback=traceback.format_exc().strip().splitlines()[-12:])
+
+
+def _probe(args, argv, bundle):
+    from . import orchestrator
 
     work = tempfile.mkdtemp(prefix="proton-survey-src-")
     try:
@@ -141,19 +179,20 @@ def cmd_probe(argv, bundle):
         report["probe"]["argv"] = ["probe"] + list(argv)
     finally:
         shutil.rmtree(work, ignore_errors=True)
-    text = json.dumps(report, indent=1, sort_keys=False, ensure_ascii=True)
-    if args.output:
+    doc = {"result": "report"}
+    if (report["environment"].get("triton") or {}).get("status") != "found":
+        message = "no Triton in this Python (%s)" % sys.executable
+        sys.stderr.write("proton-survey: %s\n" % message)
+        doc = {"result": "error", "kind": "missing_triton", "message": message}
+    if args.output:  # the bare report, to ingest elsewhere; the result names the file
         tmp = args.output + ".tmp"
         with open(tmp, "w") as f:
-            f.write(text + "\n")
+            f.write(json.dumps(report, indent=1, sort_keys=False, ensure_ascii=True) + "\n")
         os.replace(tmp, args.output)
+        doc["output"] = args.output
     else:
-        sys.stdout.write(text + "\n")
-        sys.stdout.flush()
-    if (report["environment"].get("triton") or {}).get("status") != "found":
-        sys.stderr.write("proton-survey: no Triton in this Python (%s)\n" % sys.executable)
-        return EXIT_NO_TRITON
-    return EXIT_OK
+        doc["report"] = report
+    return result(doc)
 
 
 def main(argv=None, bundle=None):
@@ -171,7 +210,7 @@ def main(argv=None, bundle=None):
     if cmd == "resolve":
         from . import facts
 
-        return facts.print_resolved()
+        return result({"result": "resolved", "resolved": facts.resolved()}, sort_keys=True)
     if cmd == "gpuinfo":
         from . import gpuinfo
 

@@ -51,7 +51,6 @@ RECORDED_EXACT = CONTROLLED_EXACT + (
 )
 RECORDED_PATTERNS = CONTROLLED_PATTERNS + (re.compile(r"^TRITON_PROTON_\w+$"), re.compile(r"^PROTON_\w+$"))
 
-DEVICE_VARIABLES = ("HIP_VISIBLE_DEVICES", "CUDA_VISIBLE_DEVICES")
 
 
 def is_controlled(name):
@@ -394,10 +393,3 @@ def resolved():
         "machine": platform.machine(),
         "distributions": dists,
     }
-
-
-def print_resolved():
-    import json
-
-    sys.stdout.write(json.dumps(resolved(), sort_keys=True) + "\n")
-    return 0

@@ -91,19 +91,6 @@ def test_mapping_form_is_replaced_per_cell_never_merged(envs) -> None:
     assert cupti.environment is not None and cupti.environment.name == "_inline_17722ff2"
 
 
-def test_distinct_configurations_group_cells() -> None:
-    configs = R.distinct_configurations(read("collect-mapping.yaml"))
-    assert [c.cells for c in configs] == [("inherits", "inherits-too"), ("roctracer-cli",),
-                                          ("instrumentation-cli",), ("granularity-only",), ("with-rocprof",),
-                                          ("enabled-no-options",), ("cupti-in-image",)]
-    # the same Proton configuration in three environments is three configurations
-    configs = R.distinct_configurations(read("collect-list.yaml"))
-    assert [(c.environment.name if c.environment else None, c.cells) for c in configs] == [
-        ("local", ("baseline", "proton-and-numerics")), ("_inline_1055278f", ("in-image",)),
-        ("triton-3.8.0-venv", ("in-venv",))]
-    assert {c.proton for c in configs} == {R.ProtonConfig(backend="auto", launch="cli", mode=None, mode_key=None)}
-
-
 def test_probe_mode_cells_run_in_local() -> None:
     r = read("probe-roctracer.yaml")
     assert r.shape == "probe" and [c.name for c in r.cells] == ["none-none", "tf32_off-none"]

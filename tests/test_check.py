@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -40,6 +41,34 @@ def test_backend_absent_names_the_releases_that_have_it(gpu_store) -> None:
     assert r.cause == "backend_absent" and r.backend_present.answer == "no"
     assert r.fix == ("builds with it (measured): triton-3.8.0 (Triton 3.8.0, no GPU (x86_64)), "
                      "triton-3.9.0 (Triton 3.9.0, no GPU (x86_64))")
+
+
+@pytest.mark.parametrize("registry,cli_backends,present", [
+    (["cupti", "roctracer"], None, ["cupti", "roctracer"]),  # the registry answers
+    (None, ["cupti"], ["cupti"]),  # else the CLI's -b choices
+    (None, None, ["cupti", "roctracer", "instrumentation"]),  # else proton.start itself
+])
+def test_backend_present_is_one_rule_for_check_since_and_documented(store, registry, cli_backends,
+                                                                   present) -> None:
+    """``survey check``, the since summary and the documented claims say the same of a
+    backend's presence, whichever part of the report answers it."""
+    from survey.verdicts import documented, since
+
+    data = json.loads(report_bytes("cpu-triton-3.6.0.json"))
+    data["registry"]["profilers"], data["registry"]["cli_backends"] = registry, cli_backends
+    with store.session() as s:
+        ingest(s, json.dumps(data), candidate="t", label="T", position=0, scope="catalog")
+    claims = [documented.Documented(file="x.yaml", claim=documented.Claim.model_validate({
+        "id": f"p-{b}", "candidate": "t", "backend": b, "claim": "present", "added_by": "x", "added": "2025-01-01",
+        "sources": [{"url": "https://x.invalid", "title": "x", "quote": "x", "date": "2025-01-01"}]}))
+        for b in ("cupti", "roctracer", "rocprofiler", "instrumentation")]
+    with store.session() as s:
+        said = {r["backend"]: r["yes"] == ["3.6.0"] for r in since.since_rows(s) if r["question"] == "present"}
+        held = {r["backend"]: r["status"] == "agrees" for r in documented.assess(s, claims)}
+    for backend in ("cupti", "roctracer", "rocprofiler", "instrumentation"):
+        r = check(store, "t", backend)
+        assert r.backend_present.answer == ("yes" if backend in present else "no"), (backend, r.backend_present)
+        assert said[backend] == (backend in present) == held[backend], backend
 
 
 def test_mode_refused_from_the_stub_is_said_to_be_stub_derived(gpu_store) -> None:
@@ -126,7 +155,7 @@ def test_cli_exit_codes_and_usage(gpu_store) -> None:
 
     r = run("h200", "--backend", "cupti")
     assert r.returncode == 0 and "will run" in r.stdout
-    assert any(f"{unit} old" in r.stdout for unit in ("seconds", "minute", "minutes", "hour", "hours", "day", "days"))
+    assert re.search(r"\(\d+ (seconds|minutes?|hours?|days?) old\)", r.stdout), r.stdout  # whatever its age today
     assert run("triton-3.7.1", "--backend", "rocprofiler").returncode == 2
     assert run("triton-3.8.0", "--backend", "cupti").returncode == 3
     bogus = run("triton-3.8.0", "--backend", "rocprofilr")

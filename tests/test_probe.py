@@ -157,18 +157,34 @@ def test_a_mistyped_probe_command_line_is_a_usage_error_not_2(args: list[str]) -
     assert "Traceback" not in out.stderr
 
 
-def test_python_without_triton_gives_a_report_and_its_own_exit_code(tmp_path: Path) -> None:
+def test_python_without_triton_is_a_typed_result_with_its_report(tmp_path: Path) -> None:
+    """The probe says what happened in its output, typed (like uv's interpreter query),
+    not through an exit code of its own that the host renumbers."""
     out = probe_run.run_bundle([sys.executable], ["probe", "--timeout", "5"], 60,
                                env={k: v for k, v in os.environ.items() if k != "PYTHONPATH"})
-    assert out.exit_code == 3  # probes.cli.EXIT_NO_TRITON
+    assert out.exit_code == 0, out.stderr  # it printed its result
+    result = json.loads(out.stdout)
+    assert (result["result"], result["kind"]) == ("error", "missing_triton") and sys.executable in result["message"]
     raw, has_triton = probe_run.collect_report(out, "x")
     assert has_triton is False
     rep = json.loads(raw)
+    assert rep == result["report"]  # the report still says what was found
     assert rep["environment"]["triton"]["status"] == "absent" and rep["modes"] == []
     cli = survey_cli("probe", "--python", sys.executable,
                           "-o", str(tmp_path / "r.json"))
     assert cli.returncode == exitcodes.NO_TRITON, cli.stderr
     assert json.loads((tmp_path / "r.json").read_text())["environment"]["triton"]["status"] == "absent"
+
+
+def test_a_probe_that_fails_inside_says_so_typed(tmp_path: Path) -> None:
+    out = probe_run.run_bundle([sys.executable], ["probe", "--timeout", "5", "-o", str(tmp_path / "no" / "r.json")],
+                               60, env={k: v for k, v in os.environ.items() if k != "PYTHONPATH"})
+    assert out.exit_code == 0, out.stderr
+    result = json.loads(out.stdout)
+    assert (result["result"], result["kind"]) == ("error", "internal_error")
+    assert "No such file or directory" in result["message"] and result["traceback"]
+    with pytest.raises(ProbeFailed, match="internal_error.*No such file or directory"):
+        probe_run.collect_report(out, "x")
 
 
 @pytest.mark.parametrize("target,needle", [
@@ -200,9 +216,15 @@ def test_old_python_is_refused_with_its_version(old: str) -> None:
         pytest.skip(f"{old} is not on this machine")
     with pytest.raises(NotAPython, match="needs Python >= 3.8"):
         PythonLauncher(old).obtain()
-    # the bootstrap itself refuses too, before reading the bundle
+    # the bootstrap itself refuses too, before reading the bundle, with a typed result
     out = probe_run.run_bundle([old], ["probe"], 60)
-    assert out.exit_code == 4 and "needs Python >= 3.8" in out.stderr
+    assert out.exit_code == 0 and "needs Python >= 3.8" in out.stderr
+    result = json.loads(out.stdout)
+    assert (result["result"], result["kind"]) == ("error", "unsupported_python")
+    assert "needs Python >= 3.8" in result["message"] and result["python"] == [int(x) for x in old.split("/")[-3]
+                                                                                 .split(".")[:2]]
+    with pytest.raises(NotAPython, match="needs Python >= 3.8"):
+        probe_run.collect_report(out, old)
 
 
 def test_probe_runs_on_python_3_8(tmp_path: Path) -> None:

@@ -138,8 +138,10 @@ def test_timeline_goes_to_stderr_and_leaves_the_report_alone(tmp_path: Path) -> 
     out = subprocess.run([sys.executable, str(zp), "probe", "--only", "cupti", "--no-auto-capture", "--timeline",
                           "--timeout", "30"], capture_output=True, text=True, env=env, timeout=120)
     assert out.returncode == 0, out.stderr
-    report = json.loads(out.stdout)
-    parse_report(out.stdout.encode())  # valid against the schema: nothing was added to the report
+    result = json.loads(out.stdout)
+    assert result["result"] == "report", result
+    report = result["report"]
+    parse_report(json.dumps(report).encode())  # valid against the schema: nothing was added to the report
     assert report["probe"]["argv"][-3:] == ["--timeline", "--timeout", "30"]
     lines = out.stderr.splitlines()
     assert any("zygote: spawn" in x for x in lines) and lines[-1].split()[-1] == "finish"
@@ -211,7 +213,7 @@ def test_a_wrongly_guessed_stub_zygote_is_discarded_and_decides_nothing(tmp_path
     fresh = subprocess.run(base + ["--no-fork"], capture_output=True, text=True, env=env, timeout=120)
     assert fresh.returncode == 0, fresh.stderr
     assert _processes_running(str(zp)) == []
-    rep, rep_fresh = json.loads(forked.stdout), json.loads(fresh.stdout)
+    rep, rep_fresh = json.loads(forked.stdout)["report"], json.loads(fresh.stdout)["report"]
     if rep["environment"]["rocm"]["status"] == "found":
         pytest.skip("ROCm is installed here: no stub zygote is started on a guess")
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 import pytest
 
 from db.store import Store
+from survey.core.versions import version_key
 from survey.evidence.ingest import ingest
 from survey.verdicts import since
 from tests.conftest import report_bytes
@@ -20,10 +21,10 @@ def phrases(store: Store, scope: str = "catalog") -> list[str]:
 def test_version_order_is_numeric_not_by_name() -> None:
     given = ["3.10.0", "3.9.0", "3.8.0.post1", "3.8.0", "3.8.0rc1", "3.8.0.dev0", "3.6.0+rocm7.2.4", "3.6.0",
              "not a version"]
-    assert sorted(given, key=since.version_key) == [
+    assert sorted(given, key=version_key) == [
         "3.6.0", "3.6.0+rocm7.2.4", "3.8.0.dev0", "3.8.0rc1", "3.8.0", "3.8.0.post1", "3.9.0", "3.10.0",
         "not a version"]
-    assert since.version_key("3.8") == since.version_key("3.8.0")
+    assert version_key("3.8") == version_key("3.8.0")
 
 
 def test_rocprofiler_since_3_8_and_pcsampling_refused_through_3_9(filled_store: Store) -> None:

@@ -183,15 +183,14 @@ def test_no_markdown_line_is_longer_than_200_characters(catalog_store: Store) ->
     assert "\n1. run #" in md and "**Since**" in md and "**Documented, not measured**" in md
 
 
-def test_the_compatible_path_prints_the_same_table(catalog_store: Store) -> None:
-    """``table_rows`` + ``columns`` + ``survey.render.table.render`` (what /matrix.md calls)
-    is byte for byte ``docs_table.markdown`` and what ``survey table`` prints."""
+def test_survey_table_prints_the_docs_table(catalog_store: Store) -> None:
+    """``docs_table.markdown`` (what /matrix.md serves) is byte for byte what ``survey
+    table`` prints, and ``--format html`` is the same table as HTML."""
     with catalog_store.session() as s:
-        rows = docs_table.table_rows(s)
-        via_render = table_mod.render(table_mod.frame(rows, docs_table.columns(rows)), "md")
         direct = docs_table.markdown(s)
-        html = table_mod.render(table_mod.frame(rows, docs_table.columns(rows)), "html")
-    assert via_render == direct == survey_cli("table", "--db", catalog_store.url).stdout
+        html = docs_table.build(s).html()
+    assert direct == survey_cli("table", "--db", catalog_store.url).stdout
+    assert html == survey_cli("table", "--format", "html", "--db", catalog_store.url).stdout
     assert html.startswith('<table class="availability">')
     cli = CliRunner().invoke(cli_app, ["table", "--db", catalog_store.url])  # not a terminal: Markdown
     assert cli.exit_code == 0 and cli.stdout == direct
@@ -267,14 +266,6 @@ def test_docs_without_markers_is_an_input_error(tmp_path: Path) -> None:
     with pytest.raises(InputError, match="markers"):
         table_mod.write(doc, "| a |\n")
     assert doc.read_text() == "no markers here\n"
-
-
-def test_pivot_for_the_matrix(filled_store: Store) -> None:
-    with filled_store.session() as s:
-        p = table_mod.pivot(survey_matrix.matrix(s))
-    assert p.loc["triton-3.7.1", "rocprofiler:none"] == "unknown_backend"
-    assert p.loc["triton-3.8.0", "rocprofiler:pcsampling"] == "library_missing"
-    assert p.loc["triton-3.8.0", "roctracer:pcsampling"] == "unsupported_mode"
 
 
 # ---------------------------------------------------------------------------- csv and json

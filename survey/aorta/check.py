@@ -35,15 +35,17 @@ from db.store import Store
 from probes import facts as probe_facts
 from probes import outcomes as O
 from survey.aorta.environments import AortaEnvironment, find_aorta_python, load_environments
-from survey.aorta.proton_rules import mode_dropped, parse_version, resolve_auto
+from survey.aorta.proton_rules import mode_dropped, resolve_auto
 from survey.aorta.recipe import Cell, EnvironmentRef, ProtonConfig, Recipe, load_recipe
 from survey.aorta.targets import AortaTarget, survey_target
 from survey.core import exitcodes
 from survey.core.errors import SurveyError, UnknownTarget
+from survey.core.versions import release
 from survey.evidence import identity, queries
 from survey.evidence.queries import mode_label
-from survey.flows.check import NO, UNKNOWN, Answer, CheckResult, check_run, check_stored, check_target
+from survey.flows.check import CheckResult, check_run, check_stored, check_target
 from survey.flows.run import ProbeSettings
+from survey.verdicts.answers import NO, UNKNOWN, Answer
 
 ROCPROFILER_SDK = "librocprofiler-sdk.so"
 REGISTRY_SINCE = (3, 8, 0)  # get_available_profilers() exists from this release on
@@ -177,7 +179,7 @@ def _registry_missing(run: m.Run) -> bool:
     if run.profilers is not None or not run.triton_version:
         return False
     try:
-        return parse_version(run.triton_version) >= REGISTRY_SINCE
+        return release(run.triton_version) >= REGISTRY_SINCE
     except ValueError:
         return True
 

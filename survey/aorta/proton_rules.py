@@ -31,8 +31,9 @@ front-end parses ``-m/--mode`` (``triton/profiler/proton.py:22``) and then calls
 
 from __future__ import annotations
 
-import re
 from typing import Literal, Optional, Sequence
+
+from survey.core.versions import release
 
 Vendor = Literal["nvidia", "amd", "none"]
 
@@ -44,16 +45,6 @@ _TARGET = {"nvidia": "cuda", "amd": "hip"}
 _REGISTRY_CHOICE = {"cuda": "cupti", "hip": "rocprofiler"}
 # Triton <= 3.7.1: profile.py _select_backend.
 _PRE_REGISTRY_CHOICE = {"cuda": "cupti", "hip": "roctracer"}
-
-_VERSION = re.compile(r"^\s*v?(\d+)\.(\d+)(?:\.(\d+))?")
-
-
-def parse_version(text: str) -> tuple[int, int, int]:
-    """The release triple of a Triton version string ('3.7.1+rocm7.2' -> (3, 7, 1))."""
-    m = _VERSION.match(text)
-    if not m:
-        raise ValueError(f"not a Triton version: {text!r}")
-    return int(m.group(1)), int(m.group(2)), int(m.group(3) or 0)
 
 
 def resolve_auto(
@@ -106,7 +97,7 @@ def mode_dropped(launch_mode: str, triton_version: Optional[str], mode: Optional
         raise ValueError(f"launch mode must be cli or env, not {launch_mode!r}")
     if mode is None or launch_mode == "env" or triton_version is None:
         return None
-    if parse_version(triton_version) >= MODE_PASSED_SINCE:
+    if release(triton_version) >= MODE_PASSED_SINCE:
         return None
     return (f"mode {mode!r} is silently dropped: aorta's mode: cli passes it as Proton's --mode, and Triton "
             f"{triton_version}'s proton front-end parses -m/--mode and then calls start() without it "

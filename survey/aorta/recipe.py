@@ -164,15 +164,6 @@ class Recipe:
         raise KeyError(name)
 
 
-@dataclass(frozen=True)
-class Configuration:
-    """One distinct (Proton configuration, environment) and the cells that use it."""
-
-    proton: ProtonConfig
-    environment: Optional[EnvironmentRef]
-    cells: tuple[str, ...]
-
-
 # --------------------------------------------------------------------------- rules
 def inline_env_name(docker: str, env: Optional[Mapping[str, str]] = None) -> str:
     """aorta's auto-name for an inline environment (``triage/recipe.py:508-531``)."""
@@ -440,13 +431,3 @@ def load_recipe(path: str | Path, environments: Optional[Mapping[str, AortaEnvir
         what = getattr(e, "problem", None) or str(e).splitlines()[0]
         raise RecipeError(f"{p}: not valid YAML{at}: {what}")
     return parse_recipe(data, str(p), environments)
-
-
-def distinct_configurations(recipe: Recipe) -> list[Configuration]:
-    """The distinct (Proton configuration, environment) pairs of the cells that
-    collect with proton, in first-use order, each with its cells."""
-    groups: dict[tuple[ProtonConfig, Optional[EnvironmentRef]], list[str]] = {}
-    for c in recipe.cells:
-        if c.proton is not None:
-            groups.setdefault((c.proton, c.environment), []).append(c.name)
-    return [Configuration(proton=p, environment=e, cells=tuple(names)) for (p, e), names in groups.items()]

@@ -13,7 +13,6 @@ from typing import TYPE_CHECKING, Annotated, Optional
 
 import typer
 from rich.console import Console
-from rich.markup import escape
 
 try:  # Typer >= 0.20 vendors click
     from typer._click.exceptions import UsageError
@@ -22,6 +21,7 @@ except ImportError:  # pragma: no cover
 
 from survey.core import exitcodes
 from survey.core.errors import StoreUnusable, SurveyError
+from survey.render.escape import rich_markup, terminal
 
 if TYPE_CHECKING:
     from db.store import Store
@@ -32,8 +32,8 @@ app = typer.Typer(
     rich_markup_mode="rich",
     help="Measure which Proton backends and modes work in which environment, and keep the evidence.",
 )
-out = Console(soft_wrap=True)
-err = Console(stderr=True, soft_wrap=True)
+out = Console(soft_wrap=True, emoji=False)  # evidence text such as ":x:" stays text
+err = Console(stderr=True, soft_wrap=True, emoji=False)
 
 DbOpt = Annotated[
     Optional[str],
@@ -83,9 +83,9 @@ def _main(argv: list[str]) -> None:
         err.print("aborted")
         sys.exit(130)
     except SurveyError as e:
-        err.print(f"[bold red]error:[/] {escape(e.message)}", highlight=False)
+        err.print(f"[bold red]error:[/] {rich_markup(e.message)}", highlight=False)
         if e.hint:
-            err.print(f"  {e.hint}", markup=False, highlight=False)
+            err.print(terminal(f"  {e.hint}"), markup=False, highlight=False)
         sys.exit(e.exit_code)
     except Exception as e:  # the store failed mid-command: full, read-only, unreachable (db.outage)
         from db.outage import classify
@@ -93,6 +93,6 @@ def _main(argv: list[str]) -> None:
         problem = classify(e, _opened[-1].describe() if _opened else "the store")
         if problem is None:
             raise
-        err.print(f"[bold red]error:[/] {escape(problem.message)}", highlight=False)
+        err.print(f"[bold red]error:[/] {rich_markup(problem.message)}", highlight=False)
         sys.exit(exitcodes.INPUT)
     sys.exit(rv if isinstance(rv, int) else 0)

@@ -10,6 +10,7 @@ import typer
 
 from survey.cli.app import DbOpt, app, err, open_store, out
 from survey.core.errors import UsageProblem
+from survey.render.escape import terminal
 
 
 @app.command("changes")
@@ -46,12 +47,12 @@ def changes_cmd(
     for e in shown:
         runs = f"run #{e['run_id']}" + (f" vs #{e['previous_run_id']}" if e["previous_run_id"] is not None else "")
         where = f", {e['platform']}" if e["platform"] else ""
-        out.print(f"{(e['date'] or '')[:16].replace('T', ' ')}  {changes_mod.summary(e)}  [{runs}{where}]",
+        out.print(terminal(f"{(e['date'] or '')[:16].replace('T', ' ')}  {changes_mod.summary(e)}  [{runs}{where}]"),
                   markup=False, highlight=False)
     if len(found) > limit:
         out.print(f"... {len(found) - limit} older (--limit, --since)", markup=False, highlight=False)
     if not found:
         out.print("no changes" + (f" since {since}" if since else ""), markup=False, highlight=False)
     for d in failed:
-        err.print(f"webhook delivery #{d['id']} to {d['url']} failed ({d['date']}, {d['attempts']} attempt(s)): "
-                  f"{d['error']}", markup=False, highlight=False)
+        err.print(terminal(f"webhook delivery #{d['id']} to {d['url']} failed ({d['date']}, {d['attempts']} "
+                           f"attempt(s)): {d['error']}"), markup=False, highlight=False)

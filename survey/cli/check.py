@@ -2,16 +2,15 @@
 
 from __future__ import annotations
 
-import json
 import sys
 from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
-from rich.markup import escape
 
 from survey.cli.app import DbOpt, TimeoutOpt, app, err, open_store, out
 from survey.core.errors import InputError, choose
+from survey.render.escape import json_text, rich_markup, terminal
 
 
 @app.command("check")
@@ -58,15 +57,16 @@ def check_cmd(
         read, cells = recipe_check.check_recipe(
             store, recipe, target=target, aorta_environment=aorta_environment,
             environment_files=aorta_environments, catalog=catalog, timeout=timeout, engine=engine, pull=pull,
-            platform=platform, say=lambda m: err.print(m, markup=False))
+            platform=platform, say=lambda m: err.print(terminal(m), markup=False))
         refused = read.aorta_030_refuses
         if refused:
-            err.print(f"note: amd-aorta 0.3.0 would refuse this recipe: {refused}", markup=False)
+            err.print(terminal(f"note: amd-aorta 0.3.0 would refuse this recipe: {refused}"), markup=False)
         if output_json:
-            sys.stdout.write(json.dumps([c.as_dict() for c in cells], indent=1) + "\n")
+            sys.stdout.write(json_text([c.as_dict() for c in cells], indent=1) + "\n")
         else:
             for style, line in recipe_check.render(cells):
-                out.print(f"[{style}]{escape(line)}[/]" if style else line, markup=bool(style), highlight=False)
+                out.print(f"[{style}]{rich_markup(line)}[/]" if style else terminal(line), markup=bool(style),
+                          highlight=False)
         raise typer.Exit(recipe_check.overall_exit(cells))
     if not backend:
         raise InputError("--backend (or --recipe) is required")
@@ -88,29 +88,28 @@ def check_cmd(
         target = at.name
         result = recipe_check.check_aorta_environment(store, at, backend, queries.mode_from_label(mode),
                                                       timeout=timeout, platform=platform,
-                                                      say=lambda m: err.print(m, markup=False))
+                                                      say=lambda m: err.print(terminal(m), markup=False))
     else:
         assert target is not None
         result = check_mod.check_target(store, target, backend, queries.mode_from_label(mode),
                                         catalog_path=catalog, timeout=timeout, engine=engine, pull=pull,
-                                        platform=platform, say=lambda m: err.print(m, markup=False))
+                                        platform=platform, say=lambda m: err.print(terminal(m), markup=False))
     if output_json:
-        sys.stdout.write(json.dumps(result.as_dict(), indent=1) + "\n")
+        sys.stdout.write(json_text(result.as_dict(), indent=1) + "\n")
     else:
         color = {0: "green", 2: "red", 3: "yellow"}.get(result.exit_code, "white")
         words = {0: "will run", 2: "cannot run it", 3: "not enough evidence"}.get(result.exit_code, "cannot tell here")
-        out.print(f"[bold {color}]{words}[/]: {escape(target)} with backend={backend} "
-                  f"mode={escape(queries.mode_label(mode))}" + (f" ({result.cause})" if result.cause else ""))
-        out.print(f"  reason: {result.reason}", markup=False)
-        if result.fix:
-            out.print(f"  fix: {result.fix}", markup=False)
+        out.print(f"[bold {color}]{words}[/]: {rich_markup(target)} with backend={backend} "
+                  f"mode={rich_markup(queries.mode_label(mode))}" + (f" ({result.cause})" if result.cause else ""))
+        lines = [f"  reason: {result.reason}"] + ([f"  fix: {result.fix}"] if result.fix else [])
         for q, a in (("backend present", result.backend_present), ("mode accepted", result.mode_accepted),
                      ("library loads", result.library_loads)):
             src = f" [{a.source}]" if a.source else ""
-            out.print(f"  {q}: {a.answer}{src} - {a.basis}", markup=False)
-        for d in result.details:
-            out.print(f"  note: {d}", markup=False)
+            lines.append(f"  {q}: {a.answer}{src} - {a.basis}")
+        lines += [f"  note: {d}" for d in result.details]
         if result.run_id:
-            out.print(f"  evidence: run #{result.run_id} ({result.candidate}, {result.platform}), "
-                      f"{result.evidence_date} ({result.evidence_age})", markup=False)
+            lines.append(f"  evidence: run #{result.run_id} ({result.candidate}, {result.platform}), "
+                         f"{result.evidence_date} ({result.evidence_age})")
+        for line in lines:
+            out.print(terminal(line), markup=False)
     raise typer.Exit(result.exit_code)

@@ -12,6 +12,7 @@ import typer
 from survey.cli.app import DbOpt, TimeoutOpt, app, err, open_store, out
 from survey.core import exitcodes
 from survey.core.errors import InputError
+from survey.render.escape import rich_markup, terminal
 
 
 @app.command()
@@ -60,7 +61,7 @@ def probe(
         tmp = output.with_name(output.name + ".tmp")
         tmp.write_bytes(raw)
         tmp.replace(output)
-        err.print(f"report written to {output}")
+        err.print(terminal(f"report written to {output}"), markup=False)
     else:
         sys.stdout.write(raw.decode())
         sys.stdout.flush()
@@ -74,10 +75,10 @@ def probe(
         with open_store(db).session() as s:
             res = ingest(s, raw, candidate=name, label=name, kind=launcher.kind, spec=spec, resolved=resolved,
                          source="probe")
-        err.print(f"stored as run #{res.run_id} (candidate {name})" if res.created
-                  else f"already stored as run #{res.run_id}")
+        err.print(terminal(f"stored as run #{res.run_id} (candidate {name})" if res.created
+                           else f"already stored as run #{res.run_id}"), markup=False)
     if not has_triton:
-        err.print(f"[yellow]no Triton in {launcher.describe()}[/] (the report says what was found)")
+        err.print(f"[yellow]no Triton in {rich_markup(launcher.describe())}[/] (the report says what was found)")
         raise typer.Exit(exitcodes.NO_TRITON)
 
 
@@ -118,12 +119,12 @@ def ingest_cmd(
         with store.session() as s:
             res = file_report(s, raw, candidate=candidate, label=label, new=new, catalog=cat, source="ingest")
         if res.created:
-            out.print(f"{path}: stored as run #{res.run_id} (candidate {res.candidate})", markup=False)
+            out.print(terminal(f"{path}: stored as run #{res.run_id} (candidate {res.candidate})"), markup=False)
         elif res.note:
-            out.print(f"{path}: {res.note}", markup=False)
+            out.print(terminal(f"{path}: {res.note}"), markup=False)
         else:
-            out.print(f"{path}: already stored as run #{res.run_id} (candidate {res.candidate}); nothing added",
-                      markup=False)
+            out.print(terminal(f"{path}: already stored as run #{res.run_id} (candidate {res.candidate}); "
+                               "nothing added"), markup=False)
 
 
 @app.command()

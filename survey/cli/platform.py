@@ -2,15 +2,14 @@
 
 from __future__ import annotations
 
-import json
 import sys
 from typing import Annotated, Optional
 
 import typer
-from rich.markup import escape
 
 from survey.cli.app import app, err, out
 from survey.core.errors import InputError
+from survey.render.escape import json_text, rich_markup, terminal
 
 
 @app.command("platform")
@@ -39,12 +38,12 @@ def platform_cmd(
                **{k: p.detail.get(k) for k in ("driver", "runtime", "errors")},
                "resource": fleet.resource_name(p.key), "resources": {fleet.resource_name(p.key): slots},
                "ray_start": argv, "ray_start_line": shlex.join(argv)}
-        sys.stdout.write(json.dumps(doc, indent=1, ensure_ascii=False) + "\n")
+        sys.stdout.write(json_text(doc, indent=1) + "\n")
     else:
-        out.print(f"platform: {p.key}  ({p.label})", markup=False, highlight=False)
-        out.print(shlex.join(argv), markup=False, highlight=False, soft_wrap=True)
+        out.print(terminal(f"platform: {p.key}  ({p.label})"), markup=False, highlight=False)
+        out.print(terminal(shlex.join(argv)), markup=False, highlight=False, soft_wrap=True)
     for e in p.detail.get("errors") or []:
-        err.print(f"[yellow]note:[/] {escape(str(e))}")
+        err.print(f"[yellow]note:[/] {rich_markup(str(e))}")
     if not head and not address:
         err.print("replace HEAD_ADDRESS with the head node's address (or pass --address); run the line on this node",
                   highlight=False)

@@ -7,12 +7,13 @@ from typing import TYPE_CHECKING, Annotated, Any, Optional
 
 import typer
 from rich.console import Console
-from rich.markup import escape
 
 from survey.cli.app import DbOpt, TimeoutOpt, app, open_store, out
 from survey.cli.app import err as app_err
 from survey.core import exitcodes
 from survey.core.errors import InputError, UsageProblem
+from survey.render.escape import rich_markup as escape
+from survey.render.escape import terminal
 
 if TYPE_CHECKING:
     from db.store import Store
@@ -60,7 +61,6 @@ def run(
     table = table and not quiet
     from survey.environments import catalog as catalog_mod
     from survey.render import docs_table
-    from survey.render import table as table_mod
     with_aorta = bool(aorta_environments) or aorta_registry
     if ray is not None and with_aorta:
         raise UsageProblem("--ray surveys the catalog's candidates; survey aorta's environments without it")
@@ -100,7 +100,7 @@ def run(
         entries = [(i, e) for i, e in entries if e.name in only]
         aorta = [t for t in aorta if t.env.name in only]
     for t in [t for t in aorta if t.unusable is not None]:
-        err.print(f"{t.name}: skipped ({t.unusable})", markup=False, highlight=False)
+        err.print(terminal(f"{t.name}: skipped ({t.unusable})"), markup=False, highlight=False)
     aorta = [t for t in aorta if t.unusable is None]
     ahead: dict[str, Any] = {}
     if ray is None and all(e.platforms is None for _, e in entries):
@@ -158,9 +158,8 @@ def run(
                       "are filed under the platform they measured")
         if table:
             with store.session() as s:
-                table_rows = docs_table.table_rows(s)
-            out.print(table_mod.render(table_mod.frame(table_rows, docs_table.columns(table_rows)), "md"),
-                      markup=False, highlight=False, soft_wrap=True, end="")
+                text = docs_table.markdown(s)
+            out.print(text, markup=False, highlight=False, soft_wrap=True, end="")
         _after_survey(store, before, [fo.run_id for fo in done if fo.status == "probed" and fo.run_id],
                       notify or [], secret, quiet, exit_code, tally)
         return
@@ -178,10 +177,10 @@ def run(
                   TextColumn("{task.description}"), TimeElapsedColumn(), console=err,
                   transient=False) as progress:
         names = [e.name for _, e in entries] + [t.name for t in aorta]
-        tasks = {n: progress.add_task("waiting", total=1, name=n) for n in names}
+        tasks = {n: progress.add_task("waiting", total=1, name=escape(n)) for n in names}
 
         def on_update(name: str, msg: str) -> None:
-            progress.update(tasks[name], description=msg)
+            progress.update(tasks[name], description=escape(msg))
 
         def on_done(o: Outcome) -> None:
             c = colors.get(o.status, "white")
@@ -204,9 +203,8 @@ def run(
               + f"  (store: {mask_url(store.url)})", markup=False, highlight=False)
     if table:
         with store.session() as s:
-            rows = docs_table.table_rows(s, "all" if aorta else "catalog")
-        out.print(table_mod.render(table_mod.frame(rows, docs_table.columns(rows)), "md"), markup=False,
-                  highlight=False, soft_wrap=True, end="")
+            text = docs_table.markdown(s, "all" if aorta else "catalog")
+        out.print(text, markup=False, highlight=False, soft_wrap=True, end="")
     _after_survey(store, before, [o.run_id for o in outcomes if o.status == "probed" and o.run_id], notify or [],
                   secret, quiet, exit_code, counts)
 

@@ -2,18 +2,17 @@
 
 from __future__ import annotations
 
-import json
 import sys
 from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
 from rich.console import Console
-from rich.markup import escape
 
 from survey.cli.app import DbOpt, app, err, open_store, out
 from survey.core import exitcodes
 from survey.core.errors import StoreUnusable, UnknownTarget, UsageProblem, choose
+from survey.render.escape import json_text, rich_markup, rich_text, terminal
 
 
 @app.command("table")
@@ -74,7 +73,7 @@ def table_cmd(
             "" if show_all else "; `--all` shows ad-hoc evidence too")
         if write:  # a page is never blanked
             raise StoreUnusable(f"{why}: {write} was left as it was", hint=how)
-        err.print(f"[yellow]note:[/] {escape(why)}; {escape(how)}", highlight=False)
+        err.print(f"[yellow]note:[/] {rich_markup(why)}; {rich_markup(how)}", highlight=False)
     if fmt == "grid":
         import os
 
@@ -89,21 +88,20 @@ def table_cmd(
     if fmt in ("csv", "json"):
         from survey.verdicts import rows as matrix_schema
 
-        tidy = matrix_schema.tidy(rows)
-        sys.stdout.write(matrix_schema.to_json(tidy) if fmt == "json" else matrix_schema.to_csv(tidy))
+        sys.stdout.write(table_mod.render(matrix_schema.tidy(rows), matrix_schema.FIELDS, fmt))
         return
     if check:
         diff = table_mod.check(check, text)
         if diff:
             sys.stdout.write(diff)
-            err.print(f"[red]{check}: the Availability table no longer matches the evidence[/]"
-                      f" (update it with `survey table --write {check}`)")
+            err.print(f"[red]{rich_markup(str(check))}: the Availability table no longer matches the evidence[/]"
+                      f" (update it with `survey table --write {rich_markup(str(check))}`)")
             raise typer.Exit(exitcodes.FAILURE)
-        err.print(f"{check}: the Availability table matches the evidence")
+        err.print(f"{check}: the Availability table matches the evidence", markup=False)
         return
     if write:
         changed = table_mod.write(write, text)
-        err.print(f"{write}: {'table updated' if changed else 'already up to date'}")
+        err.print(f"{write}: {'table updated' if changed else 'already up to date'}", markup=False)
         return
     sys.stdout.write(text)
 
@@ -135,26 +133,27 @@ def history_cmd(
                                 hint=f"it has runs on: {', '.join(keys) or '(none)'}")
         rows = history.cell_history(s, cand, backend, the_mode, platform)
     if fmt == "json":
-        sys.stdout.write(json.dumps({"candidate": candidate, "backend": backend, "mode": mode, "platform": platform,
-                                     "changes": sum(1 for r in rows if r["changed"]), "runs": rows},
-                                    indent=1, ensure_ascii=False) + "\n")
+        sys.stdout.write(json_text({"candidate": candidate, "backend": backend, "mode": mode, "platform": platform,
+                                    "changes": sum(1 for r in rows if r["changed"]), "runs": rows}, indent=1) + "\n")
         return
     if fmt in ("csv", "md"):
-        sys.stdout.write(table_mod.render(table_mod.frame(rows, history.COLUMNS), fmt))
+        sys.stdout.write(table_mod.render(rows, history.COLUMNS, fmt))
         return
     from rich.table import Table
 
-    t = Table(title=f"{candidate} · {backend} {mode}", show_header=True)
+    from survey.render.grid import NATURAL_WIDTH
+
+    t = Table(title=rich_text(f"{candidate} · {backend} {mode}"), show_header=True)
     for col in ("run", "date", "platform", "Triton", "outcome", "attempts", "published", "verdict", "reason"):
         t.add_column(col)
     for r in rows:
         mark = " (changed)" if r["changed"] else ""
-        t.add_row(f"#{r['run_id']}{mark}", (r["date"] or "")[:10], escape(r["platform"] or "—"),
-                  escape(r["triton_version"] or "—"), escape(r["outcome"] or r["status"]),
-                  escape(r["attempts"] or "—"), escape(r["published"] or "—"),
-                  escape(r["verdict"] or "—"), escape(r["reason"] or r["error"] or ""))
+        t.add_row(f"#{r['run_id']}{mark}", rich_text((r["date"] or "")[:10]), rich_text(r["platform"] or "—"),
+                  rich_text(r["triton_version"] or "—"), rich_text(r["outcome"] or r["status"]),
+                  rich_text(r["attempts"] or "—"), rich_text(r["published"] or "—"),
+                  rich_text(r["verdict"] or "—"), rich_text(r["reason"] or r["error"] or ""))
     # Fitted to a terminal; never cut when the output is not one (a file, a pipe).
-    (out if sys.stdout.isatty() else Console(width=100_000, color_system=None)).print(t)
+    (out if sys.stdout.isatty() else Console(width=NATURAL_WIDTH, color_system=None)).print(t)
 
 
 @app.command("diff")
@@ -172,16 +171,16 @@ def diff_cmd(
         d = diff_runs(queries.resolve_ref(s, a), queries.resolve_ref(s, b))
     code = exitcodes.OK if d["same"] else exitcodes.FAILURE
     if output_json:
-        sys.stdout.write(json.dumps(d, indent=1) + "\n")
+        sys.stdout.write(json_text(d, indent=1) + "\n")
         raise typer.Exit(code)
     from rich.table import Table
 
-    out.print(f"a: run #{d['a']['run_id']} ({d['a']['candidate']}, {d['a']['date']})", markup=False)
-    out.print(f"b: run #{d['b']['run_id']} ({d['b']['candidate']}, {d['b']['date']})", markup=False)
+    out.print(terminal(f"a: run #{d['a']['run_id']} ({d['a']['candidate']}, {d['a']['date']})"), markup=False)
+    out.print(terminal(f"b: run #{d['b']['run_id']} ({d['b']['candidate']}, {d['b']['date']})"), markup=False)
     if d["same"]:
         out.print("no differences in registry, modes, libraries or captures")
     for key, val in d["fields"].items():
-        out.print(f"  {key}: {text(val['a'])} -> {text(val['b'])}", markup=False)
+        out.print(terminal(f"  {key}: {text(val['a'])} -> {text(val['b'])}"), markup=False)
     for section in ("environment", "modes", "libraries", "captures"):
         if d[section]:
             t = Table(title=section, show_header=True)
@@ -189,6 +188,6 @@ def diff_cmd(
             t.add_column("a")
             t.add_column("b")
             for c in d[section]:
-                t.add_row(escape(text(c["key"])), escape(text(c["a"])), escape(text(c["b"])))
+                t.add_row(rich_text(text(c["key"])), rich_text(text(c["a"])), rich_text(text(c["b"])))
             out.print(t)
     raise typer.Exit(code)

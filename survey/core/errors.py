@@ -75,10 +75,6 @@ class NotAPython(TargetError):
     exit_code = exitcodes.NOT_A_PYTHON
 
 
-class NoTriton(TargetError):
-    exit_code = exitcodes.NO_TRITON
-
-
 class ProbeFailed(TargetError):
     """The probe itself hung, died or printed no report."""
 

@@ -18,8 +18,10 @@ from __future__ import annotations
 import re
 import unicodedata
 
-MAX_NAME = 200  # db.models.Candidate.name
-MAX_LABEL = 400  # db.models.Candidate.label
+from db import widths
+
+MAX_NAME = widths.NAME  # db.models.Candidate.name
+MAX_LABEL = widths.LABEL  # db.models.Candidate.label
 
 # Characters no name may hold (ranges written so that Python's `re`, ECMA 262 and
 # the Rust `regex` crate read them alike).
@@ -33,6 +35,8 @@ _FORBIDDEN = (
 )
 # Whitespace that may not start or end a name.
 _SPACE = "\\u0020\\u00a0\\u1680\\u2000-\\u200a\\u202f\\u205f\\u3000"
+# The same characters, for the renderers (survey.render.escape), which show them as escapes.
+CONTROL_OR_INVISIBLE = f"[{_FORBIDDEN}]"
 _INNER = f"[^{_FORBIDDEN}]"
 _EDGE = f"[^{_FORBIDDEN}{_SPACE}]"
 PATTERN = f"^{_EDGE}(?:{_INNER}*{_EDGE})?$"

@@ -9,7 +9,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from survey.core.errors import CatalogError
-from survey.core.names import CATALOG_PATTERN
+from survey.core.names import CATALOG_PATTERN, MAX_NAME
 from survey.core.textfile import read_text
 
 DEFAULT = Path(__file__).parents[1] / "data" / "catalog" / "default.toml"
@@ -26,7 +26,7 @@ def platform_matches(value: str, key: str) -> bool:
 class Entry(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    name: str = Field(pattern=CATALOG_PATTERN, max_length=200)
+    name: str = Field(pattern=CATALOG_PATTERN, max_length=MAX_NAME)
     label: str | None = None
     pip: str | list[str] | None = None
     python: str | None = None

@@ -3,6 +3,14 @@
 The same path serves an interpreter on this host, a fresh venv and a container
 (the launcher supplies the command prefix: ``[python]`` or
 ``[podman, run, --rm, -i, ..., image, python3]``).
+
+The probe answers with one typed JSON result (``probes/cli.py``): a report, what
+``resolve`` found, or an error of a known kind, which :func:`read_result` maps to
+our typed errors (``survey.core.errors``): ``unsupported_python`` is
+:class:`NotAPython`, ``missing_triton`` is a report of an environment without
+Triton (evidence, stored like any other), anything else :class:`ProbeFailed`. A
+probe that printed no result (it hung, was killed, died) is :class:`ProbeFailed`
+with its stderr.
 """
 
 from __future__ import annotations
@@ -16,6 +24,7 @@ import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from probes import bundle as probe_bundle
 from probes import cli as probe_cli
@@ -133,24 +142,50 @@ def overall_timeout(check_timeout: float) -> float:
     return max(120.0, check_timeout * 8 + 600)
 
 
+RESULTS = ("report", "resolved", "error")
+MISSING_TRITON, UNSUPPORTED_PYTHON = "missing_triton", "unsupported_python"
+
+
+def read_result(out: BundleOutput, what: str) -> dict[str, Any]:
+    """The probe's typed result (``{"result": "report" | "resolved", ...}``, or a
+    ``missing_triton`` error, which carries its report). Raises the typed error
+    of any other error, and :class:`ProbeFailed` when the probe printed no result."""
+    tail = _tail(out.stderr) or None
+    if out.timed_out:
+        raise ProbeFailed(f"the probe in {what} did not finish within its overall timeout and was killed", hint=tail)
+    code = out.exit_code
+    if code is not None and code < 0:
+        raise ProbeFailed(f"the probe in {what} was killed by {signal.Signals(-code).name}", hint=tail)
+    try:
+        doc = json.loads(out.stdout)
+    except ValueError:
+        doc = None
+    if not isinstance(doc, dict) or doc.get("result") not in RESULTS:
+        said = "printed no result" if not out.stdout.strip() else "printed something that is not its result"
+        raise ProbeFailed(f"the probe in {what} exited with code {code} and {said}", hint=tail)
+    if doc["result"] != "error" or doc.get("kind") == MISSING_TRITON:
+        return doc
+    kind, message = str(doc.get("kind")), str(doc.get("message") or "")
+    if kind == UNSUPPORTED_PYTHON:
+        raise NotAPython(f"{what}: {message}")
+    raise ProbeFailed(f"the probe in {what} failed ({kind}): {message}",
+                      hint="\n".join(str(x) for x in doc.get("traceback") or []) or tail)
+
+
 def collect_report(out: BundleOutput, what: str) -> tuple[bytes, bool]:
     """The report bytes, and whether Triton was found. Raises for everything else."""
-    if out.timed_out:
-        raise ProbeFailed(f"the probe in {what} did not finish within its overall timeout and was killed",
-                          hint=_tail(out.stderr) or None)
-    code = out.exit_code
-    if code == probe_cli.EXIT_OLD_PYTHON:
-        raise NotAPython(f"{what}: {_tail(out.stderr, 3)}")
-    if code is not None and code < 0:
-        raise ProbeFailed(f"the probe in {what} was killed by {signal.Signals(-code).name}",
-                          hint=_tail(out.stderr) or None)
-    if code in (probe_cli.EXIT_OK, probe_cli.EXIT_NO_TRITON):
-        try:
-            data = json.loads(out.stdout)
-        except ValueError:
-            raise ProbeFailed(f"the probe in {what} exited {code} but printed no JSON report",
-                              hint=_tail(out.stderr) or None)
-        if not isinstance(data, dict) or "schema_version" not in data:
-            raise ProbeFailed(f"the probe in {what} printed JSON that is not a probe report")
-        return out.stdout, code == probe_cli.EXIT_OK
-    raise ProbeFailed(f"the probe in {what} exited with code {code}", hint=_tail(out.stderr) or None)
+    doc = read_result(out, what)
+    report = doc.get("report")
+    if not isinstance(report, dict) or "schema_version" not in report:
+        raise ProbeFailed(f"the probe in {what} answered {doc['result']!r} without a probe report")
+    raw = (json.dumps(report, indent=1, ensure_ascii=True) + "\n").encode()  # as the probe wrote it
+    return raw, doc["result"] == "report"
+
+
+def resolved_of(out: BundleOutput, what: str) -> dict[str, Any]:
+    """What the probe's ``resolve`` found (the distributions installed, the Python)."""
+    doc = read_result(out, what)
+    found = doc.get("resolved")
+    if doc["result"] != "resolved" or not isinstance(found, dict):
+        raise ProbeFailed(f"the probe in {what} answered {doc['result']!r}, not what it found installed")
+    return found

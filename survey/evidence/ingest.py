@@ -26,16 +26,18 @@ from __future__ import annotations
 
 import datetime as dt
 import hashlib
+import sqlite3
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import BigInteger, func, select, update
+from sqlalchemy import BigInteger, Connection, func, select, text, update
 from sqlalchemy import String as SqlString
 from sqlalchemy import cast as sql_cast
 from sqlalchemy.exc import IntegrityError, OperationalError
 from sqlalchemy.orm import Session
 
 from db import models as m
+from db import widths
 from probes import records
 from survey.core import credentials, errortext, names
 from survey.core.errors import InvalidReport
@@ -44,6 +46,8 @@ from survey.evidence.identity import Resolved
 from survey.evidence.report import Report, ReportError, canonical_json, parse_report
 
 MATRIX_VERSION = "matrix_version"
+NO_VERSION = "0"  # the matrix version of a store nothing was ever ingested into
+_VERSION_SQL = f"SELECT value FROM meta WHERE key = '{MATRIX_VERSION}'"
 RETRIES = 5
 CATALOG, ADHOC = "catalog", "adhoc"
 
@@ -173,13 +177,24 @@ def environment_row(s: Session, report: Report) -> m.Environment:
     if row is None:
         digest = env.doc.get("digest") or env.doc.get("image_id") if env.kind == "image" else None
         row = m.Environment(
-            identity=env.identity, kind=env.kind, label=env.label[:400], resolved=env.doc,
+            identity=env.identity, kind=env.kind, label=env.label[:widths.LABEL], resolved=env.doc,
             image_digest=digest, triton_distribution=report.environment.triton.distribution,
             triton_version=report.environment.triton.version,
         )
         s.add(row)
         s.flush()
     return row
+
+
+def matrix_version(conn: Session | Connection | sqlite3.Connection) -> str:
+    """The store's matrix version now: one indexed read, through an ORM session, a
+    SQLAlchemy connection, or a plain sqlite3 connection (the service reads it on
+    every request, outside the ORM)."""
+    if isinstance(conn, sqlite3.Connection):
+        row = conn.execute(_VERSION_SQL).fetchone()
+    else:
+        row = conn.execute(text(_VERSION_SQL)).fetchone()
+    return str(row[0]) if row is not None and row[0] is not None else NO_VERSION
 
 
 def bump_matrix_version(s: Session) -> None:
@@ -292,9 +307,10 @@ def ingest(
                 status="complete", source=source,
                 started_at=_parse_time(report.probe.started_at),
                 finished_at=_parse_time(report.probe.finished_at) or m.utcnow(),
-                host=names.derived(env.platform.hostname, 200) if env.platform.hostname else None,
-                probe_version=report.probe.version[:40], schema_version=report.schema_version, report_hash=digest,
-                triton_version=(env.triton.version or None) and env.triton.version[:100],
+                host=names.derived(env.platform.hostname, widths.HOST) if env.platform.hostname else None,
+                probe_version=report.probe.version[:widths.PROBE_VERSION], schema_version=report.schema_version,
+                report_hash=digest,
+                triton_version=(env.triton.version or None) and env.triton.version[:widths.TRITON_VERSION],
                 image_digest=envrow.image_digest, profilers=report.registry.profilers,
                 cli_backends=report.registry.cli_backends,
             )

@@ -17,6 +17,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from db import widths
 from probes import SCHEMA_VERSION
 
 Outcome = Literal[
@@ -162,17 +163,17 @@ class Attempt(Strict):
 
 
 class ModeResult(Strict):
-    backend: str = Field(max_length=40)
-    mode: str | None = Field(max_length=80)
+    backend: str = Field(max_length=widths.BACKEND)
+    mode: str | None = Field(max_length=widths.MODE)
     env: EnvKind
     call: str
     argv: list[str]
     stub: bool
     outcome: Outcome
-    rule: str | None = Field(max_length=80)
-    library: str | None = Field(max_length=200)
-    signal: str | None = Field(max_length=20)
-    exc_type: str | None = Field(max_length=200)
+    rule: str | None = Field(max_length=widths.RULE)
+    library: str | None = Field(max_length=widths.LIBRARY)
+    signal: str | None = Field(max_length=widths.SIGNAL)
+    exc_type: str | None = Field(max_length=widths.EXC_TYPE)
     message: str | None
     exit_code: Int32 | None
     timed_out: bool
@@ -197,7 +198,7 @@ class Candidate(Strict):
 
 
 class LibraryResult(Strict):
-    name: str = Field(max_length=200)
+    name: str = Field(max_length=widths.LIBRARY)
     backends: list[str]
     dlopen: str | None
     via: str | None
@@ -264,8 +265,8 @@ class Recorded(Strict):
 
 
 class CaptureResult(Strict):
-    backend: str | None = Field(max_length=40)
-    mode: str | None = Field(max_length=80)
+    backend: str | None = Field(max_length=widths.BACKEND)
+    mode: str | None = Field(max_length=widths.MODE)
     env: EnvKind
     argv: list[str]
     outcome: Outcome

@@ -1,6 +1,7 @@
 """``survey check``: will (backend, mode) run in TARGET, on this platform?
 
-Three questions, answered apart, because they have three different fixes:
+Three questions, answered apart (``survey.verdicts.answers``), because they have three
+different fixes:
 
 - ``backend_present``: does this build have the backend (registry, ``-b`` choices,
   ``proton.start`` itself)?
@@ -43,28 +44,15 @@ from survey.evidence.identity import Resolved
 from survey.evidence.ingest import find_unchanged
 from survey.evidence.queries import age_text, iso, mode_label
 from survey.verdicts import matrix as survey_matrix
-from survey.verdicts.modes import ModeVerdict, published_verdicts
-
-YES, NO, UNKNOWN, NOT_APPLICABLE = "yes", "no", "unknown", "not_applicable"
-CAUSES = ("no_triton", "backend_absent", "mode_refused", "library_missing", "capture_failed", "capture_empty",
-          "disabled", "devices_env_rejected", "unstable", "crashed", "hung", "unrecognised_error", "no_gpu",
-          "not_checked", "not_probed", "unobtainable")
-
-
-@dataclass
-class Answer:
-    answer: str  # yes | no | unknown | not_applicable
-    basis: str  # how we know
-    source: str | None = None  # registry | cli | live | stub | libraries
-    library: str | None = None
-    fix: str | None = None
+from survey.verdicts.answers import NO, UNKNOWN, Answer, backend_present, library_loads, mode_accepted
+from survey.verdicts.modes import published_verdicts
 
 
 @dataclass
 class CheckResult:
     exit_code: int
     verdict: str  # runs | cannot_run | not_enough_evidence
-    cause: str | None  # one of CAUSES; None when it runs
+    cause: str | None  # why it does not run, or why there is not enough evidence; None when it runs
     reason: str
     fix: str | None
     target: str
@@ -83,50 +71,7 @@ class CheckResult:
     details: list[str] = field(default_factory=list)
 
     def as_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-
-# ----------------------------------------------------------------- the three questions
-def backend_present(run: m.Run, backend: str, v: ModeVerdict | None) -> Answer:
-    if run.profilers is not None:
-        ok = backend in run.profilers
-        return Answer(YES if ok else NO, f"libproton.get_available_profilers() {'lists' if ok else 'lacks'} it",
-                      "registry")
-    if run.cli_backends is not None:
-        ok = backend in run.cli_backends
-        return Answer(YES if ok else NO, f"the proton CLI's -b choices {'list' if ok else 'lack'} it", "cli")
-    if v is not None and v.verdict == "absent":
-        return Answer(NO, f"proton.start: {v.message}", "live")
-    return Answer(UNKNOWN, "neither the registry nor the CLI choices were read")
-
-
-def mode_accepted(v: ModeVerdict | None) -> Answer:
-    if v is None:
-        return Answer(UNKNOWN, "not checked by the probe")
-    if v.verdict == "accepted":
-        return Answer(YES, v.reason, v.source)
-    if v.verdict == "refused":
-        return Answer(NO, v.reason, v.source)
-    if v.verdict == "absent":
-        return Answer(NOT_APPLICABLE, "the backend is absent")
-    return Answer(UNKNOWN, v.reason, v.source)
-
-
-def library_loads(run: m.Run, backend: str, v: ModeVerdict | None) -> Answer:
-    libs = [lib for lib in run.libraries if backend in (lib.backends or [])]
-    missing = [lib for lib in libs if lib.loads is False]
-    if v is not None and v.outcome == O.LIBRARY_MISSING and v.library:
-        row = next((lib for lib in run.libraries if lib.name == v.library), None)
-        return Answer(NO, f"Proton could not load `{v.library}`: {v.message}", "live", v.library,
-                      (row.fix if row is not None and row.fix else f"provide `{v.library}` on the loader path"))
-    if missing:
-        lib = missing[0]
-        return Answer(NO, f"`{lib.name}` does not load: {lib.error}", "libraries", lib.name, lib.fix)
-    if libs and all(lib.loads for lib in libs):
-        return Answer(YES, ", ".join(f"`{lib.name}` loads" for lib in libs), "libraries")
-    if not libs:
-        return Answer(NOT_APPLICABLE, "libproton.so names no library for this backend")
-    return Answer(UNKNOWN, "the library look-up did not complete")
+        return asdict(self)  # the answers too (Answer is a dataclass)
 
 
 # ----------------------------------------------------------------- where else
@@ -178,7 +123,7 @@ def check_run(s: Session, run: m.Run, target: str, backend: str, mode: str | Non
         res.details.append(f"mode options after ':' are not checked; answering for `{base_mode}`")
     verdicts = {(v.backend, v.mode): v for v in published_verdicts(run)}
     v = verdicts.get((backend, base_mode))
-    res.backend_present = backend_present(run, backend, v)
+    res.backend_present = backend_present(run, backend)
     res.mode_accepted = mode_accepted(v)
     res.library_loads = library_loads(run, backend, v)
     cannot = exitcodes.CANNOT_RUN

@@ -47,7 +47,6 @@ from __future__ import annotations
 
 import json
 import logging
-import shlex
 import socket
 import sys
 import threading
@@ -60,6 +59,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
+from db import widths
 from survey.core.errors import (
     FleetUnavailable,
     InputError,
@@ -123,7 +123,8 @@ def platform_from_key(key: str) -> PlatformId:
     model = ":".join(parts[2:]) if parts[0] != "none" and len(parts) > 2 else None
     if model in ("", "unknown-model"):
         model = None
-    return PlatformId(key, vendor[:20], model[:200] if model else None, arch[:60] if arch else None,
+    return PlatformId(key, vendor[:widths.VENDOR], model[:widths.MODEL] if model else None,
+                      arch[:widths.ARCH] if arch else None,
                       {"note": "the platform the Ray node advertised (no report was produced to measure it)"})
 
 
@@ -133,10 +134,6 @@ def ray_start_argv(key: str, *, address: str | None = None, head: bool = False, 
     argv.append("--head" if head else f"--address={address or 'HEAD_ADDRESS:6379'}")
     argv += ["--resources", json.dumps({resource_name(key): slots}, ensure_ascii=False)]
     return argv
-
-
-def ray_start_line(key: str, **kw: Any) -> str:
-    return shlex.join(ray_start_argv(key, **kw))
 
 
 # ----------------------------------------------------------------- on the node

@@ -28,7 +28,9 @@ when the evidence says something new:
   (every later run of it is pooled into the same answers).
 
 ``build`` returns a ``DocsTable``; ``markdown()`` and ``html()`` render it
-(HTML never carries Markdown syntax: backticks become ``<code>``).
+(HTML never carries Markdown syntax: backticks become ``<code>``). Cells and
+sentences are our words with `code` spans around evidence text; evidence is shown
+through each medium's rule (``survey.render.escape``), never as markup.
 """
 
 from __future__ import annotations
@@ -48,6 +50,8 @@ from survey.core import errortext
 from survey.core.errors import UsageProblem
 from survey.evidence import queries
 from survey.evidence.queries import iso
+from survey.render import escape
+from survey.render.table import pipe_table
 from survey.verdicts import documented as documented_mod
 from survey.verdicts import since, stability
 from survey.verdicts.modes import BACKEND_ORDER, MODE_ORDER, ModeVerdict, published_verdicts
@@ -65,9 +69,8 @@ HEADERS = {
 ALIASES = {"-b": "choices", "b": "choices", "backends": "choices", "modes": "rocprofiler", "gelu": "capture",
            "captures": "capture", "provenance": "evidence"}
 DEFAULT_KEYS = ["source", "triton", "choices", "rocprofiler"]
-TABLE_COLUMNS = [HEADERS[k] for k in DEFAULT_KEYS]
 NONE = "—"
-_CODE = re.compile(r"`([^`]*)`")
+_CODE = re.compile(r"`([^`]+)`")  # a `code` span, as survey.render.escape reads them
 LINE_LIMIT = 200  # no line of the Markdown output is longer (footnotes and sections are wrapped)
 
 _NAMED_MODES = {"instrumentation": ("default", "mma")}
@@ -415,29 +418,11 @@ def _has_information(key: str, rows: list[dict[str, Cell]], many_platforms: bool
     return any(r[key].text not in (NONE, "", "not measured") for r in rows)
 
 
-# ---------------------------------------------------------------------------- compatibility
-class DocsRows(list[dict[str, str]]):
-    """``table_rows``'s answer: the Markdown cells of each row, carrying the
-    whole table (``docs``) so ``survey.render.table.render`` prints footnotes and
-    sections too."""
-
-    docs: DocsTable
-
-
+# ---------------------------------------------------------------------------- rows
 def table_rows(s: Session, scope: str = "catalog", columns: list[str] | None = None,
-               documented_path: str | Path | None = None) -> DocsRows:
-    docs = build(s, scope, columns, documented_path)
-    rows = DocsRows(docs.text_rows())
-    rows.docs = docs
-    return rows
-
-
-def columns(rows: list[dict[str, str]]) -> list[str]:
-    """The headers of the table ``table_rows`` built."""
-    docs = getattr(rows, "docs", None)
-    if docs is not None:
-        return list(docs.columns)
-    return list(rows[0]) if rows else list(TABLE_COLUMNS)
+               documented_path: str | Path | None = None) -> list[dict[str, str]]:
+    """The table's rows as cell text (`code` spans and footnote markers), by header."""
+    return build(s, scope, columns, documented_path).text_rows()
 
 
 def markdown(s: Session, scope: str = "catalog", columns: list[str] | None = None,
@@ -447,30 +432,9 @@ def markdown(s: Session, scope: str = "catalog", columns: list[str] | None = Non
 
 
 # ---------------------------------------------------------------------------- Markdown
-def _md_cell(text: str) -> str:
-    """A table cell: pipes and newlines cannot break the row, and outside `code` spans
-    ``& < >`` are entities, so evidence text (a label, an error) can never be HTML in docs."""
-    if "|" in text or "\n" in text:
-        text = text.replace("\\", "\\\\").replace("|", "\\|").replace("\n", " ")
-    out, pos = [], 0
-    for mt in _CODE.finditer(text):
-        out.append(_entities(text[pos:mt.start()]))
-        out.append(mt.group(0))
-        pos = mt.end()
-    out.append(_entities(text[pos:]))
-    return "".join(out)
-
-
-def _entities(text: str) -> str:
-    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
-
-
-def pipe_table(headers: list[str], rows: list[list[str]]) -> str:
-    """A GitHub pipe table, cells unpadded so a row is as long as what it says."""
-    lines = ["| " + " | ".join(_md_cell(h) for h in headers) + " |",
-             "|" + "|".join(":---" for _ in headers) + "|"]
-    lines += ["| " + " | ".join(_md_cell(c) for c in r) + " |" for r in rows]
-    return "\n".join(lines) + "\n"
+def md(text: str) -> str:
+    """Our words with `code` spans, as Markdown: the evidence in them shown, never markup."""
+    return escape.markdown(text, code=True)
 
 
 def _wrap(text: str, first: str, rest: str) -> list[str]:
@@ -485,21 +449,6 @@ def _doc_refs(table: DocsTable) -> dict[str, str]:
         for src in c["sources"]:
             refs.setdefault(src["url"], f"doc-{len(refs) + 1}")
     return refs
-
-
-_MD_SPECIAL = re.compile(r"([\\*\[\]<])")
-
-
-def md_text(text: str) -> str:
-    """Free text from a data file as Markdown: `code` spans kept, the characters
-    that would start emphasis, a link or HTML escaped."""
-    out, pos = [], 0
-    for mt in _CODE.finditer(text):
-        out.append(_MD_SPECIAL.sub(r"\\\1", text[pos:mt.start()]))
-        out.append(mt.group(0))
-        pos = mt.end()
-    out.append(_MD_SPECIAL.sub(r"\\\1", text[pos:]))
-    return "".join(out)
 
 
 def _source_short(src: dict[str, Any]) -> str:
@@ -520,28 +469,28 @@ def documented_status(c: dict[str, Any]) -> str:
 
 
 def to_markdown(table: DocsTable) -> str:
-    out = [pipe_table(table.columns, [[table.cell_md(r[k]) for k in table.keys] for r in table.rows])]
+    out = [pipe_table(table.columns, [[table.cell_md(r[k]) for k in table.keys] for r in table.rows], code=True)]
     if table.notes:
         lines = []
         for i, note in enumerate(table.notes, 1):
-            lines += _wrap(_md_cell(note), f"{i}. ", " " * len(f"{i}. "))
+            lines += _wrap(md(note), f"{i}. ", " " * len(f"{i}. "))
         out.append("\n".join(lines) + "\n")
     if table.since:
         lines = ["**Since**, from the evidence across releases (ordered by version; catalog candidates only):", ""]
         for phrase in since.since_lines(table.since):
-            lines += _wrap(phrase, "- ", "  ")
+            lines += _wrap(md(phrase), "- ", "  ")
         out.append("\n".join(lines) + "\n")
     if table.documented:
         refs = _doc_refs(table)
         lines = ["**Documented, not measured**: claims kept as data in `survey/data/documented/`, each with its source;"
                  " shown apart from the measurements above.", ""]
         for c in table.documented:
-            srcs = "; ".join(f"[{md_text(_source_short(src))}][{refs[src['url']]}]: “{md_text(src['quote'])}”"
+            srcs = "; ".join(f"[{md(_source_short(src))}][{refs[src['url']]}]: “{md(src['quote'])}”"
                              for src in c["sources"])
-            text = f"{c['label']}: {c['subject']} — {documented_status(c)}. Source: {srcs}"
+            text = f"{md(c['label'])}: {md(c['subject'])} — {md(documented_status(c))}. Source: {srcs}"
             if c.get("note"):
-                text += f". Note: {md_text(c['note'])}"
-            text += f" (added by {md_text(c['added_by'])}, {c['added']})"
+                text += f". Note: {md(c['note'])}"
+            text += f" (added by {md(c['added_by'])}, {md(c['added'])})"
             lines += _wrap(text, "- ", "  ")
         lines.append("")
         lines += [f"[{label}]: {url}" for url, label in refs.items()]
@@ -553,14 +502,13 @@ def to_markdown(table: DocsTable) -> str:
 
 
 def inline_html(text: str) -> str:
-    """Text with `code` spans as <code>, everything else escaped."""
-    out, pos = [], 0
-    for mt in _CODE.finditer(text):
-        out.append(html_mod.escape(text[pos:mt.start()]))
-        out.append(f"<code>{html_mod.escape(mt.group(1))}</code>")
-        pos = mt.end()
-    out.append(html_mod.escape(text[pos:]))
-    return "".join(out)
+    """Our words with `code` spans as <code>, the evidence in them shown, never markup."""
+    return "".join(f"<code>{_html_text(part)}</code>" if code else _html_text(part)
+                   for part, code in escape.code_spans(text))
+
+
+def _html_text(text: str) -> str:
+    return html_mod.escape(escape.html_text(text))
 
 
 def to_html(table: DocsTable) -> str:
@@ -594,7 +542,7 @@ def to_html(table: DocsTable) -> str:
                     f'<span class="{cls}">{inline_html(documented_status(c))}</span>. Source: {srcs}')
             if c.get("note"):
                 text += f". Note: {inline_html(c['note'])}"
-            text += f" (added by {esc(c['added_by'])}, {esc(c['added'])})"
+            text += f" (added by {inline_html(c['added_by'])}, {inline_html(c['added'])})"
             claims.append(f"<li>{text}</li>")
         parts.append("<p><strong>Documented, not measured</strong>: claims kept as data in "
                      "<code>survey/data/documented/</code>, each with its source; shown apart from the measurements "

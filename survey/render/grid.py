@@ -1,15 +1,20 @@
-"""The terminal grid: environments x backend:mode, one symbol per check.
+"""The grid: environments x (backend, mode), one cell per check.
+
+:func:`grid_of` lays the matrix rows out once (:class:`Grid`: its rows, one per
+environment, i.e. (candidate, platform), and its columns in table order); the
+terminal grid here and the service's HTML matrix (``api.matrix``) both draw it.
 
 ``survey table --format grid`` (the default when stdout is a terminal) prints
 it with Rich, coloured, with a legend, fitted to the terminal's width. Output
 that is not a terminal gets the grid's own width, never a default 80 columns,
-so nothing is cut; ``--width`` fits it to a given width instead.
+so nothing is cut; ``--width`` fits it to a given width instead. Evidence text
+is shown as written (``survey.render.escape``), never read as markup.
 """
 
 from __future__ import annotations
 
 import io
-import re
+from dataclasses import dataclass, field
 from typing import Any
 
 from rich.console import Console
@@ -17,7 +22,12 @@ from rich.table import Table
 from rich.text import Text
 
 from probes import outcomes as O
+from survey.render import escape
 from survey.verdicts.modes import BACKEND_ORDER, MODE_ORDER
+
+SLOT = 2  # characters of one mode's slot in a backend's column: a symbol and its stub mark
+NATURAL_WIDTH = 100_000  # a console this wide never wraps: output that is not a terminal is never cut
+LEGEND_WIDTH = 80  # the legend reads on this many columns
 
 MODE_ABBR = {None: "·", "pcsampling": "pc", "periodic_flushing": "pf", "default": "df", "mma": "mm"}
 SYMBOLS = {
@@ -33,9 +43,82 @@ LEGEND = [
     ("unknown", "no answer here (no GPU, crashed, hung, library missing with no stub)"),
 ]
 _CAPTURE_NO_ANSWER = (O.NO_GPU, O.DISABLED, O.DEVICES_ENV_REJECTED, O.UNSTABLE)
-_CODE = re.compile(r"`([^`]*)`")
 
 
+Column = tuple[str, str | None]  # (backend, mode)
+
+
+def _column_key(col: Column) -> tuple[int, int]:
+    return BACKEND_ORDER.get(col[0], 99), MODE_ORDER.get(col[1], 9)
+
+
+@dataclass
+class GridRow:
+    """One environment: a candidate on one platform."""
+
+    row: dict[str, Any]  # its first matrix row: what the environment is, and its status
+    cells: dict[Column, dict[str, Any]] = field(default_factory=dict)  # measured rows by (backend, mode)
+    several_platforms: bool = False  # its candidate has evidence on other platforms too
+
+    @property
+    def key(self) -> str:
+        return f"{self.row['candidate']}\x00{self.row.get('platform') or ''}"
+
+
+@dataclass
+class Grid:
+    rows: list[GridRow]
+    columns: list[Column]  # the (backend, mode) pairs measured anywhere, in table order
+    platforms: set[str | None]  # the platforms anything was measured on
+
+    def modes(self) -> dict[str, list[str | None]]:
+        """Each backend's modes, in table order."""
+        out: dict[str, list[str | None]] = {}
+        for backend, mode in self.columns:
+            out.setdefault(backend, []).append(mode)
+        return out
+
+    def spans(self, row: GridRow) -> list[dict[str, Any]]:
+        """A row as cells to draw: neighbouring modes of one backend that say the
+        same thing (one run; same outcome, verdict and reason) are one cell spanning
+        them, which names the modes it covers; an empty column is its own cell."""
+        out: list[dict[str, Any]] = []
+        for b, m in self.columns:
+            cell = row.cells.get((b, m))
+            last = out[-1] if out else None
+            if cell is not None and last is not None and last["cell"] is not None and last["backend"] == b \
+                    and _same(last["cell"]) == _same(cell):
+                last["modes"].append(m)
+                last["colspan"] += 1
+                continue
+            out.append({"backend": b, "modes": [m], "colspan": 1, "cell": cell})
+        return out
+
+
+def _same(cell: dict[str, Any]) -> tuple[Any, ...]:
+    """What a cell shows (and its title says): cells equal in this are one answer."""
+    return (cell["outcome"], cell["verdict"], cell.get("verdict_source"), cell.get("stub_outcome"),
+            cell.get("reason"), cell.get("capture_outcome"), cell.get("capture_kernel_count"), cell["run_id"])
+
+
+def grid_of(rows: list[dict[str, Any]]) -> Grid:
+    """``survey.verdicts.matrix.matrix`` rows as a grid: one row per (candidate,
+    platform) in matrix order, one column per (backend, mode) measured anywhere."""
+    envs: dict[tuple[str, str | None], GridRow] = {}
+    platforms: dict[str, set[str | None]] = {}
+    for r in rows:
+        platforms.setdefault(r["candidate"], set()).add(r.get("platform"))
+        e = envs.setdefault((r["candidate"], r.get("platform")), GridRow(r))
+        if r["status"] == "measured":
+            e.cells[(r["backend"], r["mode_arg"])] = r
+    for (name, _p), e in envs.items():
+        e.several_platforms = len(platforms[name]) > 1
+    columns = sorted({c for e in envs.values() for c in e.cells}, key=_column_key)
+    measured = {r.get("platform") for r in rows if r["status"] == "measured"}
+    return Grid(list(envs.values()), columns, measured)
+
+
+# ---------------------------------------------------------------------------- the terminal grid
 def symbol(row: dict[str, Any]) -> tuple[str, str]:
     """(symbol, colour) of one measured matrix row; "*" marks stub-derived."""
     verdict = row.get("verdict")
@@ -53,12 +136,8 @@ def symbol(row: dict[str, Any]) -> tuple[str, str]:
 def _styled(text: str, color: bool) -> Text:
     """A label with `code` spans shown without backticks (cyan when coloured)."""
     out = Text()
-    pos = 0
-    for mt in _CODE.finditer(text):
-        out.append(text[pos:mt.start()])
-        out.append(mt.group(1), style="cyan" if color else "")
-        pos = mt.end()
-    out.append(text[pos:])
+    for part, code in escape.code_spans(text):
+        out.append(escape.terminal(part), style="cyan" if code and color else "")
     return out
 
 
@@ -66,46 +145,36 @@ def build(rows: list[dict[str, Any]], color: bool = True) -> tuple[Table, Text]:
     """The grid of ``survey.verdicts.matrix.matrix`` rows, and its legend: one row per
     environment (candidate, platform), one column per backend holding a
     two-character slot per mode (symbol, then "*" when stub-derived)."""
-    checks = sorted({(r["backend"], r["mode_arg"]) for r in rows if r["status"] == "measured"},
-                    key=lambda c: (BACKEND_ORDER.get(c[0], 99), MODE_ORDER.get(c[1], 9)))
-    modes: dict[str, list[str | None]] = {}
-    for backend, mode in checks:
-        modes.setdefault(backend, []).append(mode)
-    platforms = {r["platform"] for r in rows if r["status"] == "measured"}
-    envs: dict[tuple[str, str | None], dict[str, Any]] = {}
-    for r in rows:
-        e = envs.setdefault((r["candidate"], r["platform"]), {"row": r, "cells": {}})
-        if r["status"] == "measured":
-            e["cells"][(r["backend"], r["mode_arg"])] = r
+    g = grid_of(rows)
+    modes = g.modes()
     table = Table(show_edge=False, box=None, padding=(0, 1), header_style="bold" if color else "",
                   pad_edge=False)
     table.add_column("environment", overflow="fold", ratio=1, min_width=12)
     table.add_column("triton", no_wrap=True)
     for backend, ms in modes.items():
-        slots = " ".join(MODE_ABBR.get(md, (md or "?")[:2]).ljust(2) for md in ms)
-        table.add_column(f"{backend}\n{slots}", no_wrap=True)
-    for e in envs.values():
-        r = e["row"]
-        label = r["label"]
-        if len(platforms) > 1 and r.get("platform_label") and r["status"] == "measured":
-            label += f" · {r['platform_label']}"
-        name = _styled(label, color)
+        slots = " ".join(MODE_ABBR.get(md, (md or "?")[:SLOT]).ljust(SLOT) for md in ms)
+        table.add_column(escape.rich_text(f"{backend}\n{slots}"), no_wrap=True)
+    for e in g.rows:
+        r = e.row
+        name = _styled(r["label"], color)
+        if len(g.platforms) > 1 and r.get("platform_label") and r["status"] == "measured":
+            name.append(escape.terminal(f" · {r['platform_label']}"))
         if r["status"] != "measured":
             why = {"unobtainable": "unobtainable here", "failed": "the probe failed"}.get(r["status"], "not probed")
             name.append(f" — no evidence: {why}", style="dim" if color else "")
-        cells: list[Text | str] = [name, r.get("triton_version") or "—"]
+        cells: list[Text] = [name, escape.rich_text(r.get("triton_version") or "—")]
         for backend, ms in modes.items():
             cell = Text()
             for i, md in enumerate(ms):
                 if i:
                     cell.append(" ")
-                row = e["cells"].get((backend, md))
+                row = e.cells.get((backend, md))
                 if row is None:
-                    cell.append("  ")
+                    cell.append(" " * SLOT)
                     continue
                 sym, colour = symbol(row)
-                cell.append(sym.ljust(2), style=colour if color else "")
-            cells.append(cell if e["cells"] else "")
+                cell.append(sym.ljust(SLOT), style=colour if color else "")
+            cells.append(cell if e.cells else Text())
         table.add_row(*cells)
     legend = Text()
     for kind, words in LEGEND:
@@ -122,8 +191,8 @@ def render(rows: list[dict[str, Any]], width: int | None = None, color: bool = F
     """The grid as text: ``width`` columns wide at most, or (None) its natural width."""
     table, legend = build(rows, color)
     if width is None:
-        wide = Console(file=io.StringIO(), width=100_000, color_system=None)
-        width = max(wide.measure(table).maximum, 80)  # the legend reads on 80 columns
+        wide = Console(file=io.StringIO(), width=NATURAL_WIDTH, color_system=None)
+        width = max(wide.measure(table).maximum, LEGEND_WIDTH)
     buf = io.StringIO()
     console = Console(file=buf, width=width, force_terminal=color, color_system="standard" if color else None,
                       highlight=False, emoji=False, soft_wrap=False, legacy_windows=False)

@@ -1,93 +1,100 @@
-"""Render tables (pandas) and keep a docs file's Availability table in step.
+"""Tables in every format, one renderer per format, and a docs file's Availability
+table kept in step.
+
+:data:`RENDERERS` maps a format (``md``, ``csv``, ``json``) to the one function
+that writes rows in it, and its media type (datasette's registry of output
+renderers): ``survey table``/``survey history`` and the service's ``.md``/``.csv``
+resources call the same ones. Cells hold evidence text written by the
+environments that were probed; each renderer shows it through its medium's rule
+(``survey.render.escape``): Markdown cells carry no HTML, link or image and keep
+their row; CSV cells a spreadsheet would read as a formula get a leading ``'``
+(lines end in CRLF, RFC 4180); JSON keeps the text exactly. Numbers are left as
+they are.
 
 A docs file carries the table between two marker comments; ``--write`` replaces
 exactly that span (atomically) and ``--check`` reports a diff when it differs.
-
-Cells hold evidence text written by the environments that were probed, so:
-Markdown cells escape ``&``, ``<`` and ``>`` (no HTML reaches a docs page) and
-``|``; CSV text cells that a spreadsheet would read as a formula (starting with
-``=``, ``+``, ``-``, ``@``, a tab or a carriage return) get a leading ``'``
-(OWASP's CSV injection advice). Numbers are left as they are. Lines end in CRLF
-(RFC 4180), so a cell holding a bare CR is quoted too.
 """
 
 from __future__ import annotations
 
+import csv
 import difflib
+import io
 import json
 import os
 import re
 import tempfile
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
-
-if TYPE_CHECKING:
-    import pandas as pd  # imported where a table is built: the docs-file functions need none of it
+from typing import Any
 
 from survey.core.errors import InputError
+from survey.render import escape
 
 START = "<!-- proton-survey:availability:start -->"
 END = "<!-- proton-survey:availability:end -->"
-FORMATS = ("md", "csv", "json", "html")
+
+Rows = Sequence[Mapping[str, Any]]
 
 
-def frame(rows: list[dict[str, Any]], columns: list[str]) -> pd.DataFrame:
-    """Rows as a DataFrame. Rows from ``survey.render.docs_table.table_rows`` carry their
-    whole docs table (footnotes, sections), which ``render`` prints in md and html."""
-    import pandas as pd
-
-    df = pd.DataFrame(rows, columns=columns, dtype=object)  # None stays None (never NaN: "nan" in a table)
-    docs = getattr(rows, "docs", None)
-    if docs is not None and list(columns) == list(docs.columns):
-        df.attrs["docs"] = docs
-    return df
-
-
-def _md_cell(value: Any) -> str:
-    text = "" if value is None else str(value)
-    text = text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
-    return text.replace("|", "\\|").replace("\r\n", " ").replace("\n", " ").replace("\r", " ")
-
-
-FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
-
-
-def _csv_cell(value: Any) -> Any:
-    if isinstance(value, str) and value.startswith(FORMULA_START):
-        return "'" + value
+def flat(value: Any) -> Any:
+    """A cell of a flat table: a list joined, a mapping as JSON."""
+    if isinstance(value, (list, tuple)):
+        return "; ".join(str(v) for v in value)
+    if isinstance(value, dict):
+        return json.dumps(value, sort_keys=True)
     return value
 
 
-def render(df: pd.DataFrame, fmt: str) -> str:
-    docs = df.attrs.get("docs")
-    if docs is not None and fmt in ("md", "html"):
-        return str(docs.markdown() if fmt == "md" else docs.html())
-    if fmt == "md":
-        safe = df.map(_md_cell)
-        safe.columns = [_md_cell(c) for c in df.columns]
-        return safe.to_markdown(index=False, tablefmt="pipe") + "\n"
-    if fmt == "csv":
-        safe = df.map(_csv_cell)
-        safe.columns = [_csv_cell(c) for c in df.columns]
-        return safe.to_csv(index=False, lineterminator="\r\n")  # RFC 4180; and a cell holding CR is quoted
-    if fmt == "json":
-        return json.dumps(df.to_dict(orient="records"), indent=1) + "\n"
-    if fmt == "html":
-        return df.to_html(index=False, escape=True, border=0, classes="availability") + "\n"
-    raise InputError(f"unknown format {fmt!r}; one of {', '.join(FORMATS)}")
+def pipe_table(headers: Sequence[str], rows: Sequence[Sequence[Any]], *, code: bool = False) -> str:
+    """A GitHub pipe table, cells unpadded so a row is as long as what it says.
+    ``code``: the cells are our own text, whose `code` spans stay code spans."""
+    def cell(value: Any) -> str:
+        return escape.markdown("" if value is None else str(value), cell=True, code=code)
+
+    lines = ["| " + " | ".join(cell(h) for h in headers) + " |",
+             "|" + "|".join(":---" for _ in headers) + "|"]
+    lines += ["| " + " | ".join(cell(c) for c in r) + " |" for r in rows]
+    return "\n".join(lines) + "\n"
 
 
-def pivot(matrix_rows: list[dict[str, Any]]) -> pd.DataFrame:
-    """candidate x (backend, mode) -> outcome, for the terminal and the HTML matrix."""
-    import pandas as pd
+def markdown_rows(rows: Rows, columns: Sequence[str]) -> str:
+    return pipe_table(columns, [[flat(r.get(c)) for c in columns] for r in rows])
 
-    measured = [r for r in matrix_rows if r.get("status") == "measured"]
-    if not measured:
-        return pd.DataFrame()
-    df = pd.DataFrame(measured)
-    df["check"] = df["backend"] + ":" + df["mode"]
-    out = df.pivot_table(index="candidate", columns="check", values="outcome", aggfunc="first", sort=False)
-    return out
+
+def csv_rows(rows: Rows, columns: Sequence[str]) -> str:
+    buf = io.StringIO()
+    w = csv.writer(buf, lineterminator="\r\n")  # RFC 4180; and a cell holding a line break is quoted
+    w.writerow([escape.csv_cell(c) for c in columns])
+    for r in rows:
+        w.writerow(["" if r.get(c) is None else escape.csv_cell(flat(r.get(c))) for c in columns])
+    return buf.getvalue()
+
+
+def json_rows(rows: Rows, columns: Sequence[str]) -> str:
+    return escape.json_text([{c: r.get(c) for c in columns} for r in rows], indent=1) + "\n"
+
+
+@dataclass(frozen=True)
+class Renderer:
+    media_type: str
+    render: Callable[[Rows, Sequence[str]], str]
+
+
+RENDERERS = {
+    "md": Renderer("text/markdown; charset=utf-8", markdown_rows),
+    "csv": Renderer("text/csv; charset=utf-8", csv_rows),
+    "json": Renderer("application/json", json_rows),
+}
+
+
+def render(rows: Rows, columns: Sequence[str], fmt: str) -> str:
+    """``rows`` (the keys ``columns``, in that order) in format ``fmt``."""
+    renderer = RENDERERS.get(fmt)
+    if renderer is None:
+        raise InputError(f"unknown format {fmt!r}; one of {', '.join(RENDERERS)}")
+    return renderer.render(rows, columns)
 
 
 _START_LINE = re.compile(r"^" + re.escape(START) + r"[ \t]*$", re.MULTILINE)

@@ -15,6 +15,7 @@ conflict (``assess``).
 from __future__ import annotations
 
 import datetime as dt
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
@@ -24,15 +25,13 @@ from sqlalchemy.orm import Session
 
 from probes import outcomes as O
 from survey.core.errors import InputError
-from survey.core.names import CATALOG_PATTERN
+from survey.core.names import CATALOG_PATTERN, MAX_NAME
 from survey.evidence import queries
 from survey.evidence.queries import mode_label
 from survey.verdicts import answers
 
 DEFAULT_DIR = Path(__file__).parents[1] / "data" / "documented"
-CLAIMS = ("present", "absent", "accepted", "refused", "works")
 MODES = tuple(md for md in (*O.COMMON_MODES, *O.INSTRUMENTATION_MODES) if md)
-STATUSES = ("not_measured", "agrees", "conflicts")
 
 
 class DocumentedError(InputError):
@@ -63,7 +62,7 @@ class Claim(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     id: str = Field(pattern=CATALOG_PATTERN, max_length=100)
-    candidate: str = Field(pattern=CATALOG_PATTERN, max_length=200)
+    candidate: str = Field(pattern=CATALOG_PATTERN, max_length=MAX_NAME)
     backend: Literal["cupti", "roctracer", "rocprofiler", "instrumentation"]
     mode: str | None = Field(default=None, description="omitted: no mode (or, for present/absent, the backend)")
     claim: Literal["present", "absent", "accepted", "refused", "works"]
@@ -164,20 +163,34 @@ def _on_platform(claim: Claim, slot: queries.Slot) -> bool:
     return claim.platform in (p.vendor, p.key) or claim.platform in p.key.split(":")
 
 
-def _measured(claim: Claim, run: Any) -> answers.Answer:
-    """The measurement's answer to the claim's question, as yes (it holds) / no."""
+@dataclass(frozen=True)
+class Measured:
+    holds: bool | None  # None: the measurement does not answer the claim's question
+    seen: str = ""  # what was measured, in words
+    stub: bool = False  # answered through a stub library
+
+
+def _measured(claim: Claim, run: Any) -> Measured:
+    """Whether the measurement (``survey.verdicts.answers``) holds the claim."""
     if claim.claim in ("present", "absent"):
-        a = answers.present(run, claim.backend)
-        return a if claim.claim == "present" or a.answer is None else answers.Answer(not a.answer, a.stub, a.detail)
-    acc = answers.accepted(run, claim.backend, claim.mode)
-    if claim.claim == "refused":
-        return acc if acc.answer is None else answers.Answer(not acc.answer, acc.stub, acc.detail)
+        a = answers.backend_present(run, claim.backend)
+        if not a.known:
+            return Measured(None)
+        return Measured((a.answer == answers.YES) == (claim.claim == "present"),
+                        "backend present" if a.answer == answers.YES else "backend absent")
+    acc = answers.mode_accepted(answers.verdict_of(run, claim.backend, claim.mode))
+    accepted = {answers.YES: True, answers.NO: False, answers.NOT_APPLICABLE: False}.get(acc.answer)
+    seen = {answers.YES: "accepted", answers.NO: "refused", answers.NOT_APPLICABLE: "backend absent"}.get(acc.answer)
     if claim.claim == "works":
         w = answers.works(run, claim.backend, claim.mode)
-        if w.answer is None and acc.answer is False:
-            return acc  # refused or absent: it cannot work there
-        return w
-    return acc
+        if w.known:
+            return Measured(w.answer == answers.YES, w.basis)
+        if accepted is False:  # refused or absent: it cannot work there
+            return Measured(False, seen or "", acc.stub)
+        return Measured(None)
+    if accepted is None:
+        return Measured(None)
+    return Measured(accepted == (claim.claim == "accepted"), seen or "", acc.stub)
 
 
 def subject(claim: Claim) -> str:
@@ -208,11 +221,11 @@ def assess(s: Session, documented: list[Documented]) -> list[dict[str, Any]]:
             if slot.complete is None or not _on_platform(c, slot):
                 continue
             a = _measured(c, slot.complete)
-            if a.answer is None:
+            if a.holds is None:
                 continue
             measured.append({"run_id": slot.complete.id, "platform": slot.platform_key,
-                             "platform_label": slot.platform_label, "holds": a.answer,
-                             "seen": a.detail, "stub_derived": a.stub})
+                             "platform_label": slot.platform_label, "holds": a.holds,
+                             "seen": a.seen, "stub_derived": a.stub})
         status = ("not_measured" if not measured else
                   "conflicts" if any(not x["holds"] for x in measured) else "agrees")
         rows.append({
@@ -224,8 +237,3 @@ def assess(s: Session, documented: list[Documented]) -> list[dict[str, Any]]:
             "status": status, "measured": measured, "subject": subject(c),
         })
     return rows
-
-
-def documented_rows(s: Session, path: str | Path | None = None) -> list[dict[str, Any]]:
-    """The packaged (or given) claims, assessed against the store: what the API serves."""
-    return assess(s, load(path))

@@ -1,4 +1,5 @@
-"""The matrix: every (candidate, platform) x backend x mode, in one tidy row each.
+"""The matrix: every (candidate, platform) x backend x mode, in one tidy row each
+(every key of ``survey.verdicts.rows.MatrixRow``, in its order).
 
 Catalog candidates only, unless ``scope="all"``: ad-hoc evidence (targets checked
 by path or image, reports ingested under no catalog name) is kept but not
@@ -25,6 +26,7 @@ from survey.evidence import queries
 from survey.evidence.queries import iso, mode_from_label, mode_label
 from survey.verdicts import stability
 from survey.verdicts.modes import published_verdicts
+from survey.verdicts.rows import EMPTY
 
 # (report sha256, the complete runs of its environment) -> the run's checks, as matrix row parts
 _CELLS: dict[tuple[str, tuple[int, ...]], list[dict[str, Any]]] = {}
@@ -110,7 +112,7 @@ def rows_of(s: Session, slots: list[queries.Slot], *, backend: str | None = None
     cells = run_cells(s, [slot.complete for slot in slots if slot.complete is not None])
     for slot in slots:
         cand = slot.candidate
-        base = {"candidate": cand.name, "label": cand.label, "kind": cand.kind, "scope": cand.scope,
+        base = {**EMPTY, "candidate": cand.name, "label": cand.label, "kind": cand.kind, "scope": cand.scope,
                 "platform": slot.platform_key, "platform_label": slot.platform_label}
         complete, last = slot.complete, slot.last
         if complete is None:

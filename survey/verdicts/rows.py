@@ -1,18 +1,17 @@
 """The matrix rows as a contract: one row per environment x platform x backend x
-mode, the same snake_case keys on every row.
+mode, the same snake_case keys on every row, declared once, here.
 
-``survey table --format json|csv`` print these rows (``/matrix.json`` serves
-the rows of ``survey.verdicts.matrix.matrix``, which ``tidy`` completes to this shape);
-``schema/matrix-rows.v1.schema.json`` is generated from ``MatrixRow`` and kept
-in step by a test. A (candidate, platform) with no complete run is one row with
-its status and no backend, mode or outcome.
+``survey.verdicts.matrix.matrix`` builds its rows with these keys (:data:`FIELDS`,
+in this order); ``survey table --format json|csv`` prints them (``tidy`` checks
+each against :class:`MatrixRow`); ``/matrix.json|csv`` serves them and its OpenAPI
+document describes them with :class:`MatrixRow`;
+``schema/matrix-rows.v1.schema.json`` is generated from it and kept in step by a
+test. A (candidate, platform) with no complete run is one row with its status and
+no backend, mode or outcome.
 """
 
 from __future__ import annotations
 
-import csv
-import io
-import json
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
@@ -36,24 +35,29 @@ class MatrixRow(BaseModel):
     scope: Literal["catalog", "adhoc"] = Field(description="catalog: published; adhoc: checked by path or image")
     platform: str | None = Field(description="the platform key, e.g. nvidia:sm_90:NVIDIA H200; null: none yet")
     platform_label: str = Field(description="the platform in words")
-    status: Literal["measured", "unobtainable", "failed", "not_probed"]
-    triton_version: str | None
+    status: Literal["measured", "unobtainable", "failed", "not_probed"] = Field(
+        description="measured: a complete run is the evidence; otherwise why there is none")
+    triton_version: str | None = Field(description="the Triton release the run found (null: none)")
     environment: str | None = Field(description="the environment, in words")
-    backend: Backend | None  # type: ignore[valid-type]
+    backend: Backend | None = Field(description="the Proton backend checked")  # type: ignore[valid-type]
     mode: str | None = Field(description="the mode's label: `none` for no mode")
     mode_arg: str | None = Field(description="the mode as passed to proton.start (null: no mode)")
     outcome: Outcome | None = Field(description="the live check's outcome")  # type: ignore[valid-type]
-    verdict: Literal["accepted", "refused", "absent", "unknown"] | None
-    verdict_source: Literal["live", "stub"] | None = Field(description="stub: answered through a stub library")
-    stub_outcome: Outcome | None  # type: ignore[valid-type]
+    verdict: Literal["accepted", "refused", "absent", "unknown"] | None = Field(
+        description="what the build does with the mode: accepted, refused, absent (no such backend), unknown "
+                    "(not answered here)")
+    verdict_source: Literal["live", "stub"] | None = Field(
+        description="live, or stub: answered through a stub library (stub-derived, never a live result)")
+    stub_outcome: Outcome | None = Field(  # type: ignore[valid-type]
+        description="the outcome through the stub library, where one was used")
     library: str | None = Field(description="the library that did not load, where one did not")
-    reason: str | None
-    capture_outcome: Outcome | None  # type: ignore[valid-type]
-    capture_kernel_count: int | None
-    capture_gpu_time_ns: float | None
+    reason: str | None = Field(description="the verdict's reason, in words")
+    capture_outcome: Outcome | None = Field(description="the GELU capture's outcome")  # type: ignore[valid-type]
+    capture_kernel_count: int | None = Field(description="kernel launches the capture recorded")
+    capture_gpu_time_ns: float | None = Field(description="GPU time the capture recorded, in nanoseconds")
     run_id: int | None = Field(description="the run that is the evidence (or the last failed attempt)")
-    date: str | None = Field(description="ISO 8601")
-    image_digest: str | None
+    date: str | None = Field(description="when the evidence was recorded (ISO 8601)")
+    image_digest: str | None = Field(description="the image's digest, for an image")
     evidence: str | None = Field(description="the run's path in the service, e.g. /runs/4")
     last_attempt: str | None = Field(description="the status of a later attempt that did not complete")
     error: str | None = Field(description="why there is no evidence, in one line")
@@ -61,25 +65,13 @@ class MatrixRow(BaseModel):
 
 
 FIELDS = list(MatrixRow.model_fields)
+EMPTY: dict[str, Any] = dict.fromkeys(FIELDS)  # a row with every key: a matrix row starts as this
 _ROWS = TypeAdapter(list[MatrixRow])
 
 
 def tidy(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """``survey.verdicts.matrix.matrix`` rows with every key on every row, validated."""
     return [MatrixRow.model_validate({k: r.get(k) for k in FIELDS}).model_dump(mode="json") for r in rows]
-
-
-def to_json(rows: list[dict[str, Any]]) -> str:
-    return json.dumps(rows, indent=1, ensure_ascii=False) + "\n"
-
-
-def to_csv(rows: list[dict[str, Any]]) -> str:
-    buf = io.StringIO()
-    w = csv.DictWriter(buf, fieldnames=FIELDS, lineterminator="\n")
-    w.writeheader()
-    for r in rows:
-        w.writerow({k: "" if r.get(k) is None else r[k] for k in FIELDS})
-    return buf.getvalue()
 
 
 def json_schema() -> dict[str, Any]:

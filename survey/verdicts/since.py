@@ -17,48 +17,16 @@ sentence the docs table prints under the table.
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 from typing import Any
 
 from sqlalchemy.orm import Session
 
 from probes import outcomes as O
+from survey.core.versions import version_key
 from survey.evidence import queries
 from survey.evidence.queries import mode_label
 from survey.verdicts import answers
-
-_VERSION = re.compile(
-    r"^v?(?P<release>\d+(?:\.\d+)*)"
-    r"(?:[-_.]?(?P<pre>a|b|c|rc|alpha|beta|pre|preview)[-_.]?(?P<pren>\d*))?"
-    r"(?:[-_.]?(?:post|rev|r)[-_.]?(?P<post>\d*))?"
-    r"(?:[-_.]?dev[-_.]?(?P<dev>\d*))?"
-    r"(?:\+(?P<local>[a-z0-9._-]+))?$",
-    re.IGNORECASE,
-)
-_PRE = {"a": 0, "alpha": 0, "b": 1, "beta": 1, "c": 2, "rc": 2, "pre": 2, "preview": 2}
-
-
-def version_key(text: str) -> tuple[Any, ...]:
-    """A sort key that orders release versions as PEP 440 does for the forms
-    Triton uses (3.9.0 < 3.10.0; 3.8.0rc1 < 3.8.0 < 3.8.0.post1; 3.6.0 <
-    3.6.0+rocm7.2.4). Text that is no version sorts after every version."""
-    m = _VERSION.match(text.strip())
-    if m is None:
-        return (1, text)
-    release = [int(x) for x in m.group("release").split(".")]
-    while len(release) > 1 and release[-1] == 0:
-        release.pop()
-    if m.group("pre"):
-        stage: tuple[int, ...] = (1, _PRE[m.group("pre").lower()], int(m.group("pren") or 0))
-    elif m.group("dev") is not None and m.group("post") is None:
-        stage = (0,)
-    else:
-        stage = (2,)
-    post = int(m.group("post") or 0) if m.group("post") is not None else -1
-    dev = int(m.group("dev") or 0) if m.group("dev") is not None else 1 << 62
-    local = tuple((0, int(p)) if p.isdigit() else (1, p) for p in re.split(r"[._-]", m.group("local") or "") if p)
-    return (0, tuple(release), stage, post, dev, local)
 
 
 @dataclass
@@ -157,15 +125,15 @@ def since_rows(s: Session, scope: str = "catalog", slots: list[queries.Slot] | N
     for question, backend, mode in _questions():
         points: dict[str, dict[str, Point]] = {}  # platform -> version -> point
         for version, pkey, _lab, run in runs:
-            if question == "accepted" and answers.present(run, backend).answer is False:
+            if question == "accepted" and answers.backend_present(run, backend).answer == answers.NO:
                 continue  # a mode of an absent backend: the presence row says so
             a = answers.ask(run, question, backend, mode)
-            if a.answer is None and a.detail == "not checked":
+            if not a.known and a.basis == "not checked by the probe":
                 continue
             p = points.setdefault(pkey, {}).setdefault(version, Point())
-            p.open |= a.answer is None
-            p.yes |= a.answer is True
-            p.no |= a.answer is False
+            p.open |= not a.known
+            p.yes |= a.answer == answers.YES
+            p.no |= a.answer == answers.NO
             p.stub |= a.stub
             p.runs.append(run.id)
         rows += summarise(question, backend, mode, points, labels)

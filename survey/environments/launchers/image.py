@@ -30,7 +30,6 @@ import subprocess
 import threading
 from typing import Any
 
-from probes import cli as probe_cli
 from survey.core.errors import EngineUnavailable, ImageNotFound, InputError, NotAPython, ProbeFailed, Unobtainable
 from survey.environments import probe as probe_run
 from survey.evidence.identity import Resolved
@@ -276,13 +275,9 @@ class ImageLauncher:
                 continue
             if out.exit_code == ENGINE_FAILED:
                 raise self._engine_failed(out, self.image)
-            if out.exit_code == probe_cli.EXIT_OLD_PYTHON:
-                raise NotAPython(f"{python} in the image {self.image}: {_tail(out.stderr, 3)}")
-            try:
-                inner = json.loads(out.stdout)
-                if not isinstance(inner, dict):
-                    raise ValueError
-            except ValueError:
+            try:  # a Python older than 3.8 says so (NotAPython)
+                inner = probe_run.resolved_of(out, f"{python} in the image {self.image}")
+            except ProbeFailed:
                 raise NotAPython(
                     f"{python} in the image {self.image} does not behave like a Python (exit {out.exit_code}"
                     + (f": {_tail(out.stderr, 5)}" if out.stderr.strip() else "") + ")"

@@ -14,7 +14,7 @@ import threading
 import time
 from concurrent.futures import Future
 
-from survey.core.errors import NotAPython
+from survey.core.errors import NotAPython, ProbeFailed
 from survey.environments import probe as probe_run
 from survey.evidence.identity import Resolved
 
@@ -92,9 +92,9 @@ class PythonLauncher:
             raise NotAPython(f"{exe}: Python {'.'.join(map(str, version))}; the probe needs Python >= 3.8")
         out = probe_run.run_bundle([exe], ["resolve"], timeout=120, env=self.environ())
         try:
-            resolved = json.loads(out.stdout)
-        except ValueError:
-            raise NotAPython(f"{exe}: could not list its installed distributions: {out.stderr.strip()[-300:]}")
+            resolved = probe_run.resolved_of(out, exe)
+        except ProbeFailed as e:
+            raise NotAPython(f"{exe}: could not list its installed distributions: {e.message}", hint=e.hint)
         if self.env:
             resolved["env"] = dict(sorted(self.env.items()))
         return Resolved(kind="python", resolved=resolved, python=exe, target=self.python)
