@@ -458,8 +458,15 @@ def pipe_table(headers: list[str], rows: list[list[str]]) -> str:
 
 
 def _wrap(text: str, first: str, rest: str) -> list[str]:
-    return textwrap.wrap(text, width=LINE_LIMIT, initial_indent=first, subsequent_indent=rest,
-                         break_long_words=False, break_on_hyphens=False) or [first.rstrip()]
+    """Lines of at most LINE_LIMIT characters and LINE_LIMIT bytes of UTF-8 (quotes such
+    as “” are three bytes each): the limit holds however a tool counts."""
+    width = LINE_LIMIT
+    while True:
+        lines = textwrap.wrap(text, width=width, initial_indent=first, subsequent_indent=rest,
+                              break_long_words=False, break_on_hyphens=False) or [first.rstrip()]
+        if width <= LINE_LIMIT // 2 or all(len(line.encode()) <= LINE_LIMIT for line in lines):
+            return lines
+        width -= 2
 
 
 def _doc_refs(table: DocsTable) -> dict[str, str]:
