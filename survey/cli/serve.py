@@ -23,7 +23,8 @@ def serve(
     from api import serve as serving
 
     serving.check_port(port)  # exit 64; a port in use: exit 69 (api.serve); --workers outside 1-64: 64
-    serving.serve(lambda: open_store(db), host, port, workers)
+    serving.serve(lambda: open_store(db), host, port, workers,
+                  say=lambda m: err.print(m, markup=False, highlight=False))
 
 
 @app.command()
