@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 from pathlib import Path
 from typing import Annotated, Any, Optional
 
@@ -78,6 +79,7 @@ def run(
                 ahead[e.name].prefetch()
     from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
+    from db.store import shown
     from survey.flows.run import RETRY_AFTER_S, Outcome, ProbeSettings, run_survey
 
     store = open_store(db)
@@ -113,7 +115,7 @@ def run(
         for fo in done:
             tally[fo.status] = tally.get(fo.status, 0) + 1
         err.print("survey: " + (", ".join(f"{n} {k}" for k, n in sorted(tally.items())) or "nothing to survey")
-                  + f"  (store: {store.url})")
+                  + f"  (store: {shown(store.url)})")
         pairs = sorted({(fo.platform, fo.measured or "") for fo in done if fo.mismatch})
         for advertised, measured in pairs:
             err.print(f"[yellow]note:[/] nodes offering {escape(advertised)} measured {escape(measured)}; reports "
@@ -134,34 +136,49 @@ def run(
                           f"{escape(', '.join(e.platforms or []))}, and this host is {escape(here)} "
                           "(survey a fleet with --ray)")
         entries = [(i, e) for i, e in entries if e.runs_on(here)]
-    with Progress(SpinnerColumn(), TextColumn("[bold]{task.fields[name]:<28}"), BarColumn(bar_width=None),
-                  TextColumn("{task.description}"), TimeElapsedColumn(), console=err,
-                  transient=False) as progress:
-        names = [e.name for _, e in entries] + [t.name for t in aorta]
-        tasks = {n: progress.add_task("waiting", total=1, name=n) for n in names}
+    names = [e.name for _, e in entries] + [t.name for t in aorta]
+    done: list[Outcome] = []
+    # On a terminal, a live display; in a log (not a terminal), one whole line per step, never cut.
+    progress = Progress(SpinnerColumn(), TextColumn("[bold]{task.fields[name]:<28}"), BarColumn(bar_width=None),
+                        TextColumn("{task.description}"), TimeElapsedColumn(), console=err,
+                        transient=False) if err.is_terminal else None
+    try:
+        with progress if progress is not None else contextlib.nullcontext():
+            tasks = {n: progress.add_task("waiting", total=1, name=n) for n in names} if progress else {}
 
-        def on_update(name: str, msg: str) -> None:
-            progress.update(tasks[name], description=msg)
+            def on_update(name: str, msg: str) -> None:
+                if progress is not None:
+                    progress.update(tasks[name], description=msg)
+                else:
+                    err.print(f"{name}: {msg}", markup=False, highlight=False)
 
-        def on_done(o: Outcome) -> None:
-            c = colors.get(o.status, "white")
-            first = o.message.strip().splitlines()[0] if o.message.strip() else ""
-            run_ref = f" run #{o.run_id}" if o.run_id else ""
-            progress.update(tasks[o.name], completed=1,
-                            description=f"[{c}]{o.status}[/]{run_ref} {escape(first[:90])}")
+            def on_done(o: Outcome) -> None:
+                done.append(o)
+                c = colors.get(o.status, "white")
+                first = o.message.strip().splitlines()[0] if o.message.strip() else ""
+                run_ref = f" run #{o.run_id}" if o.run_id else ""
+                if progress is not None:
+                    progress.update(tasks[o.name], completed=1,
+                                    description=f"[{c}]{o.status}[/]{run_ref} {escape(first[:90])}")
+                else:
+                    err.print(f"{escape(o.name)}: [{c}]{o.status}[/]{run_ref} {escape(first)}", highlight=False)
 
-        outcomes = run_survey(store, entries, jobs=jobs, settings=settings, engine=engine, pull=pull,
-                              on_update=on_update, on_done=on_done, launchers=ahead) if entries else []
-        if aorta:
-            from survey.aorta.targets import survey_targets
+            outcomes = run_survey(store, entries, jobs=jobs, settings=settings, engine=engine, pull=pull,
+                                  on_update=on_update, on_done=on_done, launchers=ahead) if entries else []
+            if aorta:
+                from survey.aorta.targets import survey_targets
 
-            outcomes += survey_targets(store, aorta, jobs=jobs, settings=settings, on_update=on_update,
-                                       on_done=on_done)
+                outcomes += survey_targets(store, aorta, jobs=jobs, settings=settings, on_update=on_update,
+                                           on_done=on_done)
+    except KeyboardInterrupt:  # Ctrl-C: the display is stopped (above); what finished is stored
+        kept = sum(1 for o in done if o.run_id is not None)
+        err.print(f"interrupted: {kept} stored; run again to resume", markup=False, highlight=False)
+        raise typer.Exit(130)
     counts: dict[str, int] = {}
     for o in outcomes:
         counts[o.status] = counts.get(o.status, 0) + 1
     err.print("survey: " + (", ".join(f"{n} {k}" for k, n in sorted(counts.items())) or "nothing to survey")
-              + f"  (store: {store.url})")
+              + f"  (store: {shown(store.url)})")
     if table:
         with store.session() as s:
             rows = docs_table.table_rows(s, "all" if aorta else "catalog")
