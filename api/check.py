@@ -30,6 +30,8 @@ from api.matrix import MODE_LABELS, backend_and_mode, stored_names
 from api.schemas import ERRORS, CheckResponse
 from probes import outcomes as O
 from survey.core import exitcodes
+from survey.core.errors import UnknownTarget
+from survey.environments import catalog as catalog_mod
 from survey.environments import targets
 from survey.evidence import queries
 from survey.flows import check as survey_check
@@ -45,10 +47,15 @@ def _command(target: str, backend: str, mode: str | None) -> str:
 
 
 def answer(s: Any, target: str, backend: str, mode: str | None, platform: str | None = None) -> dict[str, Any]:
-    """From stored evidence only, through the CLI's own resolver (survey.environments.targets)."""
+    """From stored evidence only, through the CLI's own resolver (survey.environments.targets):
+    a target the CLI would refuse (a name that is nothing) is refused here too (422)."""
     name = targets.stored_candidate(s, target)
     if name is not None:
         return survey_check.check_stored(s, name, target, backend, mode, platform).as_dict()
+    try:
+        targets.kind_of(s, target, catalog_mod.load())
+    except UnknownTarget as e:
+        raise ApiError(422, "invalid_input", f"target: {e.message}", field="target", hint=e.hint)
     fix = (f"run `{_command(target, backend, queries.mode_label(mode) if mode else None)}` on a host that can "
            "probe it (it probes the target and stores the evidence), or run `survey probe` there and upload the "
            "report (POST /runs)")

@@ -10,7 +10,7 @@ import typer
 from rich.markup import escape
 
 from survey.cli.app import app, err, out
-from survey.core.errors import InputError
+from survey.core.errors import InputError, UsageProblem
 
 
 @app.command("platform")
@@ -28,7 +28,7 @@ def platform_cmd(
     from survey.flows import fleet
 
     if head and address:
-        raise InputError("give --head or --address, not both")
+        raise UsageProblem("give --head or --address, not both")
     p = local_platform()
     problem = fleet.key_problem(p.key)
     if problem:

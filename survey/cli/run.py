@@ -10,7 +10,7 @@ import typer
 from rich.markup import escape
 
 from survey.cli.app import DbOpt, TimeoutOpt, app, err, open_store, out
-from survey.core.errors import InputError, UsageProblem
+from survey.core.errors import InputError, UsageProblem, did_you_mean
 
 
 @app.command()
@@ -62,7 +62,8 @@ def run(
         if unknown:
             what = "in the catalog" if not aorta else "among the catalog's or aorta's environments" if entries \
                 else "among aorta's environments"
-            raise InputError(f"not {what}: {', '.join(unknown)}", hint=f"known: {', '.join(known)}")
+            near = "".join(f"; {n}: {did_you_mean(n, known).strip()}" for n in unknown if did_you_mean(n, known))
+            raise InputError(f"not {what}: {', '.join(unknown)}{near}", hint=f"known: {', '.join(known)}")
         entries = [(i, e) for i, e in entries if e.name in only]
         aorta = [t for t in aorta if t.env.name in only]
     for t in [t for t in aorta if t.unusable is not None]:
@@ -137,29 +138,29 @@ def run(
                           "(survey a fleet with --ray)")
         entries = [(i, e) for i, e in entries if e.runs_on(here)]
     names = [e.name for _, e in entries] + [t.name for t in aorta]
-    done: list[Outcome] = []
+    finished: list[Outcome] = []
     # On a terminal, a live display; in a log (not a terminal), one whole line per step, never cut.
-    progress = Progress(SpinnerColumn(), TextColumn("[bold]{task.fields[name]:<28}"), BarColumn(bar_width=None),
-                        TextColumn("{task.description}"), TimeElapsedColumn(), console=err,
-                        transient=False) if err.is_terminal else None
+    live = Progress(SpinnerColumn(), TextColumn("[bold]{task.fields[name]:<28}"), BarColumn(bar_width=None),
+                    TextColumn("{task.description}"), TimeElapsedColumn(), console=err,
+                    transient=False) if err.is_terminal else None
     try:
-        with progress if progress is not None else contextlib.nullcontext():
-            tasks = {n: progress.add_task("waiting", total=1, name=n) for n in names} if progress else {}
+        with live if live is not None else contextlib.nullcontext():
+            tasks = {n: live.add_task("waiting", total=1, name=n) for n in names} if live else {}
 
             def on_update(name: str, msg: str) -> None:
-                if progress is not None:
-                    progress.update(tasks[name], description=msg)
+                if live is not None:
+                    live.update(tasks[name], description=msg)
                 else:
                     err.print(f"{name}: {msg}", markup=False, highlight=False)
 
             def on_done(o: Outcome) -> None:
-                done.append(o)
+                finished.append(o)
                 c = colors.get(o.status, "white")
                 first = o.message.strip().splitlines()[0] if o.message.strip() else ""
                 run_ref = f" run #{o.run_id}" if o.run_id else ""
-                if progress is not None:
-                    progress.update(tasks[o.name], completed=1,
-                                    description=f"[{c}]{o.status}[/]{run_ref} {escape(first[:90])}")
+                if live is not None:
+                    live.update(tasks[o.name], completed=1,
+                                description=f"[{c}]{o.status}[/]{run_ref} {escape(first[:90])}")
                 else:
                     err.print(f"{escape(o.name)}: [{c}]{o.status}[/]{run_ref} {escape(first)}", highlight=False)
 
@@ -171,7 +172,7 @@ def run(
                 outcomes += survey_targets(store, aorta, jobs=jobs, settings=settings, on_update=on_update,
                                            on_done=on_done)
     except KeyboardInterrupt:  # Ctrl-C: the display is stopped (above); what finished is stored
-        kept = sum(1 for o in done if o.run_id is not None)
+        kept = sum(1 for o in finished if o.run_id is not None)
         err.print(f"interrupted: {kept} stored; run again to resume", markup=False, highlight=False)
         raise typer.Exit(130)
     counts: dict[str, int] = {}
