@@ -117,7 +117,7 @@ async def check_view(
                                            lambda: answer_in(store, target, backend, the_mode, platform or None)))
     ctx.update(title=f"Check {target}: {backend} {queries.mode_label(result['mode'])}", result=result)
     row = {**result, "mode": queries.mode_label(result["mode"])}
-    res = Resource(result, "check.html", ctx, rows=[row], columns=COLUMNS)
+    res = Resource(result, "check.html", ctx, rows=[row], columns=COLUMNS, cut_cells=False)
     entry = Entry.of(formats.body(res, fmt, request), formats.MEDIA_TYPES[fmt])
     return cache_mod.answer(request, version, entry, if_none_match, replay=False)  # the age moves with the clock
 

@@ -72,6 +72,7 @@ class Resource:
     status: int = 200
     whole: str | None = None  # where a cut Markdown table is whole (default: the same path as .json)
     headers: dict[str, str] = field(default_factory=dict)  # e.g. Link: <...>; rel="next"
+    cut_cells: bool = True  # False: a Markdown cell is never cut (a one-row answer, bounded by its own size)
 
 
 def body(res: Resource, fmt: str, request: Request | None = None) -> bytes:
@@ -91,8 +92,10 @@ def body(res: Resource, fmt: str, request: Request | None = None) -> bytes:
         flat = []
         for r in rows[:clip.ROWS]:
             cells = {c: _cell(r.get(c)) for c in columns}
-            cut = cut or any(isinstance(v, str) and len(v) > clip.CELL for v in cells.values())
-            flat.append({c: clip.cell(v) for c, v in cells.items()})
+            if res.cut_cells:
+                cut = cut or any(isinstance(v, str) and len(v) > clip.CELL for v in cells.values())
+                cells = {c: clip.cell(v) for c, v in cells.items()}
+            flat.append(cells)
         text = table_mod.render(table_mod.frame(flat, columns), fmt)
         if cut:
             whole = res.whole or (_json_path(request) if request is not None else "the .json of this resource")
@@ -106,8 +109,10 @@ def body(res: Resource, fmt: str, request: Request | None = None) -> bytes:
 
 
 def _json_path(request: Request) -> str:
+    """The .json of the resource asked for, with the same query (it answers the same question)."""
     path = quote(request.scope["path"], safe="/:@")
-    return path[: -len(".md")] + ".json" if path.endswith(".md") else path + ".json"
+    path = path[: -len(".md")] + ".json" if path.endswith(".md") else path + ".json"
+    return path + (f"?{request.url.query}" if request.url.query else "")
 
 
 def _cell(value: Any) -> Any:

@@ -33,8 +33,10 @@ from api.errors import ApiError
 from api.schemas import ERRORS, MatrixResponse
 from db.store import Store
 from probes import outcomes as O
+from survey.environments import catalog as catalog_mod
 from survey.evidence import queries
 from survey.render import docs_table
+from survey.verdicts import documented as survey_documented
 from survey.verdicts import matrix as survey_matrix
 from survey.verdicts import modes as survey_verdicts
 
@@ -105,8 +107,31 @@ def _column_key(col: tuple[str, str | None]) -> tuple[int, int]:
     return survey_verdicts.BACKEND_ORDER.get(col[0], 99), survey_verdicts.MODE_ORDER.get(col[1], 9)
 
 
-def grid(rows: list[dict[str, Any]]) -> dict[str, Any]:
-    """Rows -> candidates (in catalog order) x (backend, mode) columns, for the HTML page."""
+def documented_claims(s: Session, filters: dict[str, str | None]) -> list[dict[str, Any]]:
+    """The documented claims (survey.verdicts.documented) the page shows beside the
+    measurements, as the filters allow: none when an outcome, verdict or platform is
+    asked for (claims have none of these), else those of the backend, mode and
+    candidate asked for."""
+    if any(filters.get(k) for k in ("outcome", "verdict", "platform")):
+        return []
+    mode = filters.get("mode")
+    catalog = catalog_mod.load()
+    out = []
+    for c in survey_documented.documented_rows(s):
+        if (filters.get("backend") and c["backend"] != filters["backend"]) or (mode and c["mode"] != mode) \
+                or (filters.get("candidate") and c["candidate"] != filters["candidate"]):
+            continue
+        entry = catalog.get(c["candidate"])
+        if c["label"] == c["candidate"] and entry is not None:  # not stored yet: the catalog's label
+            c = {**c, "label": entry.display_label}
+        out.append(c)
+    return out
+
+
+def grid(rows: list[dict[str, Any]], claims: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+    """Rows -> candidates (in catalog order) x (backend, mode) columns, for the HTML page;
+    then one row per candidate that documented claims are about (``claims``), marked
+    documented: shown beside the measurements, never merged with them."""
     cands: dict[str, dict[str, Any]] = {}  # one row per (candidate, platform)
     cells: dict[tuple[str, str, str | None], dict[str, Any]] = {}
     cols: set[tuple[str, str | None]] = set()
@@ -126,6 +151,12 @@ def grid(rows: list[dict[str, Any]]) -> dict[str, Any]:
             key = (r["backend"], r["mode_arg"])
             cols.add(key)
             cells[(row_key, *key)] = r
+    documented: dict[str, dict[str, Any]] = {}
+    for c in claims or []:
+        row = documented.setdefault(c["candidate"], {"name": c["candidate"], "label": c["label"], "cells": {}})
+        key = (c["backend"], c["mode_arg"])
+        cols.add(key)
+        row["cells"].setdefault(key, []).append(c)
     columns = sorted(cols, key=_column_key)
     backends: list[tuple[str, int]] = []
     for b, _m in columns:
@@ -135,7 +166,8 @@ def grid(rows: list[dict[str, Any]]) -> dict[str, Any]:
             backends.append((b, 1))
     for c in cands.values():
         c["spans"] = spans(c["key"], columns, cells)
-    return {"candidates": list(cands.values()), "columns": columns, "backends": backends, "cells": cells}
+    return {"candidates": list(cands.values()), "columns": columns, "backends": backends, "cells": cells,
+            "documented": list(documented.values())}
 
 
 def _same(cell: dict[str, Any]) -> tuple[Any, ...]:
@@ -221,8 +253,9 @@ def build(request: Request, fmt: str, filters: dict[str, str | None], version: s
         with store.session() as s:
             names = [c.name for c in queries.candidates(s)]
             platforms = stored_platforms(store)
+            claims = documented_claims(s, filters) if start == 0 and scope == "catalog" else []
         body = render.page("matrix.html", {
-            "title": "Availability matrix", "rows": rows, "grid": grid(rows), "filters": filters, "page": page,
+            "title": "Availability matrix", "rows": rows, "grid": grid(rows, claims), "filters": filters, "page": page,
             "choices": {"backend": O.BACKENDS, "mode": MODE_LABELS, "candidate": names,
                         "outcome": O.OUTCOMES, "verdict": VERDICTS, "platform": platforms},
             "version": version,

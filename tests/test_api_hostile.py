@@ -261,8 +261,9 @@ def test_a_name_holding_nul_is_looked_up_as_not_stored(store: Store, make_client
     c = make_client(store)
     assert_error(c.get("/diff.json?a=fl%00aky&b=flaky"), 404, "not_found", "a")
     assert_error(c.get("/candidates/fl%00aky.json"), 404, "not_found")
-    r = c.get("/check.json?target=fl%00aky&backend=cupti")
-    assert r.status_code == 200 and r.json()["cause"] == "not_probed"
+    # a name that names nothing: refused as `survey check` refuses it (not a 500)
+    err = assert_error(c.get("/check.json?target=fl%00aky&backend=cupti"), 422, "invalid_input", "target")
+    assert "did you mean 'flaky'?" in err["message"]
 
 
 def test_the_runs_of_a_candidate_are_paginated(store: Store, make_client: Any) -> None:
