@@ -105,7 +105,13 @@ def body(res: Resource, fmt: str, request: Request | None = None) -> bytes:
     ctx = dict(res.context)
     if request is not None:
         ctx.setdefault("formats", format_links(request))
+        ctx.setdefault("site", site_of(request))
     return render.page(res.template, ctx).encode("utf-8")
+
+
+def site_of(request: Request) -> str | None:
+    """The scope of the static site being published (api.publish), or None: the service."""
+    return getattr(request.app.state, "site", None)
 
 
 def _json_path(request: Request) -> str:
@@ -131,7 +137,7 @@ def respond(request: Request, res: Resource, fmt: str) -> Response:
 def format_links(request: Request) -> dict[str, str]:
     """The other formats of the page being rendered (same query string)."""
     path = quote(request.scope["path"], safe="/:@")  # the decoded path (a candidate name may hold '?' or '%')
-    query = request.url.query
+    query = "" if site_of(request) else request.url.query  # a static site answers no query
     out = {}
     for s in SUFFIXES:
         out[s] = f"{path}.{s}" + (f"?{query}" if query else "")

@@ -253,12 +253,12 @@ def build(request: Request, fmt: str, filters: dict[str, str | None], version: s
         with store.session() as s:
             names = [c.name for c in queries.candidates(s)]
             platforms = stored_platforms(store)
-            claims = documented_claims(s, filters) if start == 0 and scope == "catalog" else []
+            claims = documented_claims(s, filters) if start == 0 else []
         body = render.page("matrix.html", {
             "title": "Availability matrix", "rows": rows, "grid": grid(rows, claims), "filters": filters, "page": page,
             "choices": {"backend": O.BACKENDS, "mode": MODE_LABELS, "candidate": names,
                         "outcome": O.OUTCOMES, "verdict": VERDICTS, "platform": platforms},
-            "version": version,
+            "version": version, "site": formats.site_of(request),
             "formats": {"json": "/matrix.json" + render.qs(**filters),
                         "csv": "/matrix.csv" + render.qs(**filters), "md": "/matrix.md"},
         }).encode("utf-8")
@@ -310,7 +310,7 @@ async def matrix_view(
                                       "verdict": verdict or None, "platform": platform or None}
     if scope and scope not in queries.SCOPES:
         raise one_of("scope", scope, queries.SCOPES)
-    the_scope = scope or "catalog"
+    the_scope = scope or formats.site_of(request) or "catalog"
     version = await cache_mod.version(request)
     if fmt == "md":
         entry = await cache_mod.memo(request, version, ("matrix", "md", the_scope),

@@ -1,14 +1,20 @@
 """``survey publish DIR``: the service's pages as static files.
 
 Any static host or CDN can then serve the matrix at any scale, with no server of
-ours. The files are exactly what the service answers: the app is asked for each
-resource in-process (Starlette's TestClient) and every same-site link of every HTML
-page is followed, so a published site has no dead links. A resource at ``/x`` is
-written as ``x/index.html`` (static servers answer ``/x`` with it), ``/x.json`` as
-``x.json``. Links with a query string (filters, pagination) have no static form
-and are not followed; the unfiltered resources are all there. Paginated lists
-(the matrix, the candidates) are published as one page of the largest size
-(``api.pages.MAX_SIZE`` rows); a list longer than that is noted as cut.
+ours. The files are what the service answers as a static site (``create_app(...,
+site=SCOPE)``): the app is asked for each resource in-process (Starlette's
+TestClient) and every same-site link of every HTML page is followed. A resource at
+``/x`` is written as ``x/index.html`` (static servers answer ``/x`` with it),
+``/x.json`` as ``x.json``. What a static site cannot answer - a query string
+(filters, pagination, a cell's history), ``/check``, ``/diff``, ``/docs`` - its
+pages do not link to; :func:`dead_links` checks every link of every written page
+against the files written. Paginated lists (the matrix, the candidates) are
+published as one page of the largest size (``api.pages.MAX_SIZE`` rows); a list
+longer than that is noted as cut.
+
+The scope is the catalog's candidates (what the docs publish), as ``survey table``
+shows them; ``scope="all"`` adds ad-hoc evidence (targets checked by path, whose
+names hold host paths).
 """
 
 from __future__ import annotations
@@ -20,9 +26,7 @@ from collections import deque
 from dataclasses import dataclass, field
 from html.parser import HTMLParser
 from pathlib import Path
-from urllib.parse import unquote, urlsplit
-
-from fastapi.testclient import TestClient
+from urllib.parse import unquote, urljoin, urlsplit
 
 from api import pages
 from api.app import create_app
@@ -54,6 +58,45 @@ class Published:
     pages: int = 0
     bytes: int = 0
     skipped: list[str] = field(default_factory=list)
+    dead: list[str] = field(default_factory=list)  # "page -> link" naming no written file (none, or a defect)
+
+
+def _test_client() -> type:
+    """Starlette's TestClient, imported without the warning its httpx dependency prints."""
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # only while importing it
+        from starlette.testclient import TestClient
+    return TestClient
+
+
+def resolve(root: Path, page: Path, href: str) -> Path | None:
+    """The file a static server answers ``href`` on ``page`` with (None: another site's
+    link). Resolved as a browser does, relative to the page; ``/x/`` and a directory
+    are answered with their index.html; the query is ignored, as static servers do."""
+    u = urlsplit(href)
+    if u.scheme or u.netloc:
+        return None
+    rel = page.relative_to(root).as_posix()
+    base = "/" + (rel[: -len("index.html")] if rel.endswith("index.html") else rel)
+    path = unquote(urlsplit(urljoin(base, href)).path)
+    target = root / path.lstrip("/")
+    return target / "index.html" if path.endswith("/") or target.is_dir() else target
+
+
+def dead_links(root: Path) -> list[str]:
+    """Every link of every HTML file under ``root`` that names no file there, or asks a
+    question (a query string) a static file cannot answer: ``"page -> href"``."""
+    dead = []
+    for page in sorted(root.rglob("*.html")):
+        parser = _Links()
+        parser.feed(page.read_text(encoding="utf-8", errors="replace"))
+        for href in parser.links:
+            target = resolve(root, page, href)
+            if target is not None and (urlsplit(href).query or not target.is_file()):
+                dead.append(f"{page.relative_to(root).as_posix()} -> {href}")
+    return dead
 
 
 def is_interactive(path: str) -> bool:
@@ -72,14 +115,15 @@ def target_path(root: Path, url_path: str) -> Path:
     return root.joinpath(*parts, "index.html")
 
 
-def publish(store: Store, out: Path) -> Published:
-    """Write the site into ``out`` (replaced whole, atomically, when done)."""
+def publish(store: Store, out: Path, scope: str = "catalog") -> Published:
+    """Write the site of ``scope`` (catalog | all) into ``out`` (replaced whole,
+    atomically, when done)."""
     out = out.resolve()
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
     result = Published()
     try:
-        client = TestClient(create_app(store, token=""))
+        client = _test_client()(create_app(store, token="", site=scope))
         seen: set[str] = set()
         queue = deque(START)
         while queue and result.pages < MAX_PAGES:
@@ -111,6 +155,7 @@ def publish(store: Store, out: Path) -> Published:
                         queue.append(u.path)
         (tmp / "index.html").write_text('<!doctype html><meta http-equiv="refresh" content="0; url=/matrix/">'
                                         '<a href="/matrix/">The Availability matrix</a>\n')
+        result.dead = dead_links(tmp)
         if out.exists():
             old = out.with_name(f".{out.name}.old")
             shutil.rmtree(old, ignore_errors=True)
