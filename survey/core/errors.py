@@ -27,7 +27,7 @@ class UsageProblem(SurveyError):
 
 
 # Other spellings of a choice, suggested (never taken silently): `--format markdown` -> md.
-ALIASES = {"markdown": "md", "htm": "html", "yaml": "json", "table": "grid", "text": "md", "tsv": "csv"}
+ALIASES = {"markdown": "md", "htm": "html", "table": "grid", "text": "md", "tsv": "csv"}
 
 
 def nearest(value: str, choices: tuple[str, ...] | list[str]) -> str | None:
