@@ -30,7 +30,6 @@ from api.matrix import MODE_LABELS, backend_and_mode, stored_names
 from api.schemas import ERRORS, CheckResponse
 from probes import outcomes as O
 from survey.core import exitcodes
-from survey.core.errors import UnknownTarget
 from survey.environments import catalog as catalog_mod
 from survey.environments import targets
 from survey.evidence import queries
@@ -48,14 +47,11 @@ def _command(target: str, backend: str, mode: str | None) -> str:
 
 def answer(s: Any, target: str, backend: str, mode: str | None, platform: str | None = None) -> dict[str, Any]:
     """From stored evidence only, through the CLI's own resolver (survey.environments.targets):
-    a target the CLI would refuse (a name that is nothing) is refused here too (422)."""
+    a target the CLI would refuse (a name that is nothing) is refused here too (404)."""
     name = targets.stored_candidate(s, target)
     if name is not None:
         return survey_check.check_stored(s, name, target, backend, mode, platform).as_dict()
-    try:
-        targets.kind_of(s, target, catalog_mod.load())
-    except UnknownTarget as e:
-        raise ApiError(422, "invalid_input", f"target: {e.message}", field="target", hint=e.hint)
+    targets.kind_of(s, target, catalog_mod.load())  # a name that names nothing: 404, as for /diff and /candidates
     fix = (f"run `{_command(target, backend, queries.mode_label(mode) if mode else None)}` on a host that can "
            "probe it (it probes the target and stores the evidence), or run `survey probe` there and upload the "
            "report (POST /runs)")
@@ -127,7 +123,7 @@ def routes(router: APIRouter) -> None:
         router, "/check", check_view, name="check",
         summary="Will a run with this backend and mode work in TARGET? (stored evidence only)",
         json_model=CheckResponse,
-        errors={422: ERRORS[422], 304: {"description": "If-None-Match matched: unchanged"}},
+        errors={404: ERRORS[404], 422: ERRORS[422], 304: {"description": "If-None-Match matched: unchanged"}},
         required=("target", "backend"),
         descriptions={"json": "the CheckResult of `survey check --json`, plus the stored candidate that answered"},
     )

@@ -262,7 +262,7 @@ def test_a_name_holding_nul_is_looked_up_as_not_stored(store: Store, make_client
     assert_error(c.get("/diff.json?a=fl%00aky&b=flaky"), 404, "not_found", "a")
     assert_error(c.get("/candidates/fl%00aky.json"), 404, "not_found")
     # a name that names nothing: refused as `survey check` refuses it (not a 500)
-    err = assert_error(c.get("/check.json?target=fl%00aky&backend=cupti"), 422, "invalid_input", "target")
+    err = assert_error(c.get("/check.json?target=fl%00aky&backend=cupti"), 404, "not_found", "target")
     assert "did you mean 'flaky'?" in err["message"]
 
 

@@ -74,7 +74,7 @@ def test_the_service_resolves_targets_as_the_cli_does(venv: Path, tmp_path: Path
     cli = survey_cli("check", "triton-3.8", "--backend", "cupti", "--db", db)
     assert cli.returncode == exitcodes.INPUT and "did you mean 'triton-3.8.0'?" in cli.stderr, cli
     err = assert_error(client.get("/check.json", params={"target": "triton-3.8", "backend": "cupti"}),
-                       422, "invalid_input", "target")
+                       404, "not_found", "target")
     assert "did you mean 'triton-3.8.0'?" in err["message"]
     # a catalog entry not yet stored: not enough evidence, with the command that gets some
     body = client.get("/check.json", params={"target": "triton-3.8.0", "backend": "cupti"}).json()
