@@ -71,14 +71,17 @@ def _from_env(name: str, kind: type, default: float, what: str) -> float:
 
 
 def create_app(store: Store, *, token: str | None = None, max_upload_bytes: int | None = None,
-               body_timeout: float | None = None) -> FastAPI:
+               body_timeout: float | None = None, site: str | None = None) -> FastAPI:
     """The service over ``store``.
 
     ``token``: the bearer token uploads need (default: ``$SURVEY_TOKEN``; none
     means uploads are refused). ``max_upload_bytes``: the largest report accepted
     (default: ``$SURVEY_MAX_UPLOAD_BYTES``, else 8 MiB). ``body_timeout``:
     seconds an upload's body may take to arrive (default: ``$SURVEY_BODY_TIMEOUT``,
-    else 60). A bad value in the environment raises ``ValueError``.
+    else 60). A bad value in the environment raises ``ValueError``. ``site``: the app
+    answers for ``survey publish`` (api.publish), as a static site of this scope
+    (catalog | all) holds it: its pages link only to what such a site has (no form, no
+    history, check or diff, nothing with a query string).
     """
     cache = MatrixCache(store)
 
@@ -100,6 +103,7 @@ def create_app(store: Store, *, token: str | None = None, max_upload_bytes: int 
                     '`{"error": {"status", "code", "message", "field", "hint"}}`.',
     )
     app.state.store = store
+    app.state.site = site
     app.state.settings = Settings(
         token=(token if token is not None else os.environ.get(TOKEN_ENV)) or None,
         max_upload_bytes=max_upload_bytes if max_upload_bytes is not None else

@@ -44,11 +44,12 @@ RUN_COLUMNS = ["id", "status", "source", "finished_at", "triton_version", "host"
                "error"]
 
 
-def candidate_rows(s: Session) -> list[dict[str, Any]]:
-    """Every stored candidate (catalog and ad hoc), one row per platform it has evidence on."""
+def candidate_rows(s: Session, scope: str = "all") -> list[dict[str, Any]]:
+    """Every stored candidate (catalog and ad hoc; ``scope`` catalog: the catalog's only),
+    one row per platform it has evidence on."""
     counts = dict(s.execute(select(m.Run.candidate_id, func.count()).group_by(m.Run.candidate_id)).all())
     rows = []
-    for slot in queries.slots(s, checks=False):  # the list shows no check: none is loaded
+    for slot in queries.slots(s, scope, checks=False):  # the list shows no check: none is loaded
         c, complete, last = slot.candidate, slot.complete, slot.last
         status = "measured" if complete is not None else (last.status if last is not None else "not_probed")
         rows.append(cut_text({
@@ -66,9 +67,9 @@ def candidate_rows(s: Session) -> list[dict[str, Any]]:
     return rows
 
 
-def all_rows(store: Any) -> list[dict[str, Any]]:
+def all_rows(store: Any, scope: str = "all") -> list[dict[str, Any]]:
     with store.session() as s:
-        return candidate_rows(s)
+        return candidate_rows(s, scope)
 
 
 def _candidates_entry(request: Request, fmt: str, rows: list[dict[str, Any]], size: int, start: int) -> Entry:
@@ -92,8 +93,9 @@ async def candidates_view(
     key = ("candidates", fmt, size, start)
     entry = request.app.state.matrix_cache.get(version, key)
     if entry is None:  # the rows once per version, each page's body once
-        rows = await cache_mod.memo(request, version, ("candidate rows",),
-                                    lambda: all_rows(request.app.state.store))
+        scope = formats.site_of(request) or "all"  # a published site: the scope it was published with
+        rows = await cache_mod.memo(request, version, ("candidate rows", scope),
+                                    lambda: all_rows(request.app.state.store, scope))
         entry = await cache_mod.memo(request, version, key, lambda: _candidates_entry(request, fmt, rows, size, start))
     return cache_mod.answer(request, version, entry, if_none_match)
 

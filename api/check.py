@@ -31,6 +31,7 @@ from api.schemas import ERRORS, CheckResponse
 from db import widths
 from probes import outcomes as O
 from survey.core import exitcodes
+from survey.environments import catalog as catalog_mod
 from survey.environments import targets
 from survey.evidence import queries
 from survey.flows import check as survey_check
@@ -46,10 +47,12 @@ def _command(target: str, backend: str, mode: str | None) -> str:
 
 
 def answer(s: Any, target: str, backend: str, mode: str | None, platform: str | None = None) -> dict[str, Any]:
-    """From stored evidence only, through the CLI's own resolver (survey.environments.targets)."""
+    """From stored evidence only, through the CLI's own resolver (survey.environments.targets):
+    a target the CLI would refuse (a name that is nothing) is refused here too (404)."""
     name = targets.stored_candidate(s, target)
     if name is not None:
         return survey_check.check_stored(s, name, target, backend, mode, platform).as_dict()
+    targets.kind_of(s, target, catalog_mod.load())  # a name that names nothing: 404, as for /diff and /candidates
     fix = (f"run `{_command(target, backend, queries.mode_label(mode) if mode else None)}` on a host that can "
            "probe it (it probes the target and stores the evidence), or run `survey probe` there and upload the "
            "report (POST /runs)")
@@ -111,7 +114,7 @@ async def check_view(
                                            lambda: answer_in(store, target, backend, the_mode, platform or None)))
     ctx.update(title=f"Check {target}: {backend} {queries.mode_label(result['mode'])}", result=result)
     row = {**result, "mode": queries.mode_label(result["mode"])}
-    res = Resource(result, "check.html", ctx, rows=[row], columns=COLUMNS)
+    res = Resource(result, "check.html", ctx, rows=[row], columns=COLUMNS, cut_cells=False)
     entry = Entry.of(formats.body(res, fmt, request), formats.MEDIA_TYPES[fmt])
     return cache_mod.answer(request, version, entry, if_none_match, replay=False)  # the age moves with the clock
 
@@ -121,7 +124,7 @@ def routes(router: APIRouter) -> None:
         router, "/check", check_view, name="check",
         summary="Will a run with this backend and mode work in TARGET? (stored evidence only)",
         json_model=CheckResponse,
-        errors={422: ERRORS[422], 304: {"description": "If-None-Match matched: unchanged"}},
+        errors={404: ERRORS[404], 422: ERRORS[422], 304: {"description": "If-None-Match matched: unchanged"}},
         required=("target", "backend"),
         descriptions={"json": "the CheckResult of `survey check --json`, plus the stored candidate that answered"},
     )

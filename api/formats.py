@@ -68,6 +68,7 @@ class Resource:
     status: int = 200
     whole: str | None = None  # where a cut Markdown table is whole (default: the same path as .json)
     headers: dict[str, str] = field(default_factory=dict)  # e.g. Link: <...>; rel="next"
+    cut_cells: bool = True  # False: a Markdown cell is never cut (a one-row answer, bounded by its own size)
 
 
 def body(res: Resource, fmt: str, request: Request | None = None) -> bytes:
@@ -86,8 +87,10 @@ def body(res: Resource, fmt: str, request: Request | None = None) -> bytes:
         flat = []
         for r in rows[:clip.ROWS]:
             cells = {c: table_mod.flat(r.get(c)) for c in columns}
-            cut = cut or any(isinstance(v, str) and len(v) > clip.CELL for v in cells.values())
-            flat.append({c: clip.cell(v) for c, v in cells.items()})
+            if res.cut_cells:
+                cut = cut or any(isinstance(v, str) and len(v) > clip.CELL for v in cells.values())
+                cells = {c: clip.cell(v) for c, v in cells.items()}
+            flat.append(cells)
         text = table_mod.render(flat, columns, fmt)
         if cut:
             whole = res.whole or (_json_path(request) if request is not None else "the .json of this resource")
@@ -97,12 +100,20 @@ def body(res: Resource, fmt: str, request: Request | None = None) -> bytes:
     ctx = dict(res.context)
     if request is not None:
         ctx.setdefault("formats", format_links(request))
+        ctx.setdefault("site", site_of(request))
     return render.page(res.template, ctx).encode("utf-8")
 
 
+def site_of(request: Request) -> str | None:
+    """The scope of the static site being published (api.publish), or None: the service."""
+    return getattr(request.app.state, "site", None)
+
+
 def _json_path(request: Request) -> str:
+    """The .json of the resource asked for, with the same query (it answers the same question)."""
     path = quote(request.scope["path"], safe="/:@")
-    return path[: -len(".md")] + ".json" if path.endswith(".md") else path + ".json"
+    path = path[: -len(".md")] + ".json" if path.endswith(".md") else path + ".json"
+    return path + (f"?{request.url.query}" if request.url.query else "")
 
 
 def respond(request: Request, res: Resource, fmt: str) -> Response:
@@ -113,7 +124,7 @@ def respond(request: Request, res: Resource, fmt: str) -> Response:
 def format_links(request: Request) -> dict[str, str]:
     """The other formats of the page being rendered (same query string)."""
     path = quote(request.scope["path"], safe="/:@")  # the decoded path (a candidate name may hold '?' or '%')
-    query = request.url.query
+    query = "" if site_of(request) else request.url.query  # a static site answers no query
     out = {}
     for s in SUFFIXES:
         out[s] = f"{path}.{s}" + (f"?{query}" if query else "")

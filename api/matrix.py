@@ -34,9 +34,11 @@ from api.schemas import ERRORS, MatrixResponse
 from db import widths
 from db.store import Store
 from probes import outcomes as O
+from survey.environments import catalog as catalog_mod
 from survey.evidence import queries
 from survey.render import docs_table
 from survey.render import grid as grid_mod
+from survey.verdicts import documented as survey_documented
 from survey.verdicts import matrix as survey_matrix
 from survey.verdicts.rows import FIELDS
 
@@ -98,10 +100,40 @@ def backend_and_mode(backend: str, mode: str) -> str | None:
     return queries.mode_from_label(mode or None)
 
 
-def grid(rows: list[dict[str, Any]]) -> dict[str, Any]:
+def documented_claims(s: Session, filters: dict[str, str | None]) -> list[dict[str, Any]]:
+    """The documented claims (survey.verdicts.documented) the page shows beside the
+    measurements, as the filters allow: none when an outcome, verdict or platform is
+    asked for (claims have none of these), else those of the backend, mode and
+    candidate asked for."""
+    if any(filters.get(k) for k in ("outcome", "verdict", "platform")):
+        return []
+    mode = filters.get("mode")
+    catalog = catalog_mod.load()
+    out = []
+    for c in survey_documented.assess(s, survey_documented.load()):
+        if (filters.get("backend") and c["backend"] != filters["backend"]) or (mode and c["mode"] != mode) \
+                or (filters.get("candidate") and c["candidate"] != filters["candidate"]):
+            continue
+        entry = catalog.get(c["candidate"])
+        if c["label"] == c["candidate"] and entry is not None:  # not stored yet: the catalog's label
+            c = {**c, "label": entry.display_label}
+        out.append(c)
+    return out
+
+
+def grid(rows: list[dict[str, Any]], claims: list[dict[str, Any]] | None = None) -> dict[str, Any]:
     """Rows -> candidates (in catalog order) x (backend, mode) columns, for the HTML
-    page: ``survey.render.grid``'s grid, each row with the cells it draws."""
+    page: ``survey.render.grid``'s grid, each row with the cells it draws; then one row
+    per candidate that documented claims are about (``claims``), marked documented:
+    shown beside the measurements, never merged with them."""
     g = grid_mod.grid_of(rows)
+    documented: dict[str, dict[str, Any]] = {}
+    for c in claims or []:
+        row = documented.setdefault(c["candidate"], {"name": c["candidate"], "label": c["label"], "cells": {}})
+        row["cells"].setdefault((c["backend"], c["mode_arg"]), []).append(c)
+    extra = {k for d in documented.values() for k in d["cells"]} - set(g.columns)
+    if extra:
+        g.columns = sorted(set(g.columns) | extra, key=grid_mod.column_key)
     cands = []
     for e in g.rows:
         r = e.row
@@ -111,7 +143,9 @@ def grid(rows: list[dict[str, Any]]) -> dict[str, Any]:
                       "last_attempt": r.get("last_attempt"), "platform": r.get("platform"),
                       "platform_label": r.get("platform_label"), "several_platforms": e.several_platforms,
                       "spans": g.spans(e)})
-    return {"candidates": cands, "columns": g.columns}
+    backends = [(b, len(modes)) for b, modes in g.modes().items()]
+    return {"candidates": cands, "columns": g.columns, "backends": backends,
+            "documented": list(documented.values())}
 
 
 def check_filters(filters: dict[str, str | None], names: list[str]) -> None:
@@ -173,11 +207,12 @@ def build(request: Request, fmt: str, filters: dict[str, str | None], version: s
         with store.session() as s:
             names = [c.name for c in queries.candidates(s)]
             platforms = stored_platforms(store)
+            claims = documented_claims(s, filters) if start == 0 else []
         body = render.page("matrix.html", {
-            "title": "Availability matrix", "rows": rows, "grid": grid(rows), "filters": filters, "page": page,
+            "title": "Availability matrix", "rows": rows, "grid": grid(rows, claims), "filters": filters, "page": page,
             "choices": {"backend": O.BACKENDS, "mode": MODE_LABELS, "candidate": names,
                         "outcome": O.OUTCOMES, "verdict": VERDICTS, "platform": platforms},
-            "version": version,
+            "version": version, "site": formats.site_of(request),
             "formats": {"json": "/matrix.json" + render.qs(**filters),
                         "csv": "/matrix.csv" + render.qs(**filters), "md": "/matrix.md"},
         }).encode("utf-8")
@@ -229,7 +264,7 @@ async def matrix_view(
                                       "verdict": verdict or None, "platform": platform or None}
     if scope and scope not in queries.SCOPES:
         raise one_of("scope", scope, queries.SCOPES)
-    the_scope = scope or "catalog"
+    the_scope = scope or formats.site_of(request) or "catalog"
     version = await cache_mod.version(request)
     if fmt == "md":
         entry = await cache_mod.memo(request, version, ("matrix", "md", the_scope),

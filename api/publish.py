@@ -2,8 +2,11 @@
 
 Any static host or CDN can then serve the matrix at any scale, with no server of
 ours. The files are exactly what the service answers: the app is asked for each
-resource in-process (Starlette's TestClient) and every same-site link of every HTML
-page is followed, so a published site has no dead links. A resource at ``/x`` is
+resource in-process, as a static site (``create_app(..., site=SCOPE)``), and every
+same-site link of every HTML page is followed. What a static site cannot answer - a
+query string (filters, pagination, a cell's history), ``/check``, ``/diff``, ``/docs``
+- its pages do not link to; :func:`dead_links` checks every link of every written
+page against the files written. A resource at ``/x`` is
 written as ``x/index.html`` (static servers answer ``/x`` with it), ``/x.json`` as
 ``x.json``. Links with a query string (filters, pagination) have no static form
 and are not followed; the unfiltered resources are all there. Paginated lists
@@ -17,6 +20,10 @@ name any file system takes: a name made only of letters, digits and ``._+@-``
 ``/`` or ``%`` inside it, emoji, 200 characters) becomes ``_SLUG-HASH``, short and
 unique, and the links of every HTML page are rewritten to those files. The site is
 world-readable (directories 0755, files 0644) whatever the umask.
+
+The scope is the catalog's candidates (what the docs publish), as ``survey table``
+shows them; ``scope="all"`` adds ad-hoc evidence (targets checked by path, whose
+names hold host paths).
 """
 
 from __future__ import annotations
@@ -31,7 +38,7 @@ from collections import deque
 from dataclasses import dataclass, field
 from html.parser import HTMLParser
 from pathlib import Path
-from urllib.parse import unquote, urlsplit
+from urllib.parse import unquote, urljoin, urlsplit
 
 import anyio.from_thread
 import httpx
@@ -68,6 +75,35 @@ class Published:
     pages: int = 0
     bytes: int = 0
     skipped: list[str] = field(default_factory=list)
+    dead: list[str] = field(default_factory=list)  # "page -> link" naming no written file (none, or a defect)
+
+
+def resolve(root: Path, page: Path, href: str) -> Path | None:
+    """The file a static server answers ``href`` on ``page`` with (None: another site's
+    link). Resolved as a browser does, relative to the page; ``/x/`` and a directory
+    are answered with their index.html; the query is ignored, as static servers do."""
+    u = urlsplit(href)
+    if u.scheme or u.netloc:
+        return None
+    rel = page.relative_to(root).as_posix()
+    base = "/" + (rel[: -len("index.html")] if rel.endswith("index.html") else rel)
+    path = unquote(urlsplit(urljoin(base, href)).path)
+    target = root / path.lstrip("/")
+    return target / "index.html" if path.endswith("/") or target.is_dir() else target
+
+
+def dead_links(root: Path) -> list[str]:
+    """Every link of every HTML file under ``root`` that names no file there, or asks a
+    question (a query string) a static file cannot answer: ``"page -> href"``."""
+    dead = []
+    for page in sorted(root.rglob("*.html")):
+        parser = _Links()
+        parser.feed(page.read_text(encoding="utf-8", errors="replace"))
+        for href in parser.links:
+            target = resolve(root, page, href)
+            if target is not None and (urlsplit(href).query or not target.is_file()):
+                dead.append(f"{page.relative_to(root).as_posix()} -> {href}")
+    return dead
 
 
 def is_interactive(path: str) -> bool:
@@ -180,7 +216,7 @@ def _world_readable(root: Path) -> None:
             os.chmod(os.path.join(here, f), 0o644)
 
 
-def _crawl(store: Store, tmp: Path, result: Published) -> None:
+def _crawl(store: Store, tmp: Path, result: Published, scope: str) -> None:
     """Ask the app for every resource reachable from :data:`START`; write each under ``tmp``."""
     written: dict[Path, str] = {}
     seen: set[str] = set()
@@ -188,7 +224,7 @@ def _crawl(store: Store, tmp: Path, result: Published) -> None:
     # httpx's ASGI transport hands the app the path decoded once, as a server does
     # (Starlette's TestClient decodes it twice: a name holding '%2F' would not be found).
     with anyio.from_thread.start_blocking_portal() as portal:
-        http = httpx.AsyncClient(transport=httpx.ASGITransport(app=create_app(store, token="")),
+        http = httpx.AsyncClient(transport=httpx.ASGITransport(app=create_app(store, token="", site=scope)),
                                  base_url="http://publish")
         try:
             while queue and result.pages < MAX_PAGES:
@@ -225,18 +261,19 @@ def _crawl(store: Store, tmp: Path, result: Published) -> None:
             portal.call(http.aclose)
 
 
-def publish(store: Store, out: Path, *, force: bool = False) -> Published:
-    """Write the site into ``out``: a new or empty directory, or (``force``) one that is
-    replaced whole, atomically, when the site is done."""
+def publish(store: Store, out: Path, scope: str = "catalog", *, force: bool = False) -> Published:
+    """Write the site of ``scope`` (catalog | all) into ``out``: a new or empty directory,
+    or (``force``) one that is replaced whole, atomically, when the site is done."""
     out = out.resolve()
     _check_destination(out, force)
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
     result = Published()
     try:
-        _crawl(store, tmp, result)
+        _crawl(store, tmp, result, scope)
         (tmp / "index.html").write_text('<!doctype html><meta http-equiv="refresh" content="0; url=/matrix/">'
                                         '<a href="/matrix/">The Availability matrix</a>\n')
+        result.dead = dead_links(tmp)
         _world_readable(tmp)
         if out.exists():
             old = out.with_name(f".{out.name}.old")

@@ -13,6 +13,7 @@ from urllib.parse import quote, urlencode
 
 from jinja2 import Environment, FileSystemLoader, Undefined
 from markupsafe import Markup
+from markupsafe import escape as html_escape
 
 from probes import outcomes as O
 from survey.render import escape
@@ -34,6 +35,33 @@ def qs(**params: Any) -> str:
 
 def outcome_class(outcome: Any) -> str:
     return f"o-{outcome}" if outcome in O.OUTCOMES else "o-none"
+
+
+VERDICT_MARKS = {"accepted": "✓", "refused": "✗", "absent": "✗", "unknown": "?"}
+
+
+def verdict_class(cell: Any) -> str:
+    """A matrix cell's colour, by its verdict (the outcome is its detail): ``c-accepted``
+    green, ``c-refused`` and ``c-absent`` red, ``c-unknown`` grey, and amber
+    ``c-unstable`` for an unknown whose attempts disagreed."""
+    verdict = cell.get("verdict") if isinstance(cell, dict) else None
+    if verdict == "unknown" and cell.get("outcome") == O.UNSTABLE:
+        return "c-unstable"
+    return f"c-{verdict}" if verdict in VERDICT_MARKS else "c-none"
+
+
+def verdict_mark(verdict: Any) -> str:
+    return VERDICT_MARKS.get(verdict, "·")
+
+
+def wbr(text: Any) -> Markup:
+    """Escaped text that may break after an underscore (``library_<wbr>missing``)."""
+    return Markup(str(html_escape("" if text is None else str(text))).replace("_", "_<wbr>"))
+
+
+def mode_short(mode: Any) -> Markup:
+    """A mode as a column heading: ``no mode``, ``periodic_<wbr>flushing``."""
+    return Markup("no mode") if mode is None else wbr(mode)
 
 
 def day(iso: Any) -> str:
@@ -70,6 +98,14 @@ def pretty(value: Any) -> str:
     return json.dumps(value, indent=1, ensure_ascii=False, sort_keys=False, default=str)
 
 
+def code_spans(text: Any) -> Markup:
+    """Text (a candidate's label, a reason) with its Markdown `code` spans as <code>;
+    everything else escaped: ``PyPI `triton` 3.8.0`` reads as it does in the docs."""
+    from survey.render.docs_table import inline_html
+
+    return Markup(inline_html("" if text is None else str(text)))  # inline_html escapes all of it
+
+
 def yesno(value: Any) -> str:
     return {True: "yes", False: "no", None: "—"}.get(value, str(value))
 
@@ -86,7 +122,8 @@ def env(undefined: type[Undefined] = Undefined) -> Environment:
     e = Environment(loader=FileSystemLoader(str(TEMPLATES)), autoescape=True, undefined=undefined,
                     trim_blocks=True, lstrip_blocks=True, auto_reload=False, finalize=shown)
     e.filters.update(q=q, outcome_class=outcome_class, day=day, mode_text=mode_text, mode_label=mode_label,
-                     pretty=pretty, yesno=yesno)
+                     pretty=pretty, yesno=yesno, code=code_spans, verdict_class=verdict_class,
+                     verdict_mark=verdict_mark, wbr=wbr, mode_short=mode_short)
     e.globals.update(qs=qs, anchor=anchor, capture_anchor=capture_anchor, OUTCOMES=O.OUTCOMES, BACKENDS=O.BACKENDS)
     return e
 

@@ -145,25 +145,35 @@ def check_limits(limits: Limits) -> None:
         raise UsageProblem(f"--header-timeout {limits.header_timeout_s:g}: more than 0 seconds")
 
 
+def url(host: str, port: int) -> str:
+    """The address to open: ``http://127.0.0.1:8000/``, ``http://[::1]:8000/``."""
+    return f"http://[{host}]:{port}/" if ":" in host else f"http://{host}:{port}/"
+
+
 def serve(open_store: Callable[[], Store], host: str, port: int, workers: int = 1,
-          limits: Limits = DEFAULT) -> None:
-    """Bind (host, port) first - the cheap check - then open the store and serve."""
+          limits: Limits = DEFAULT, say: Callable[[str], None] = lambda _m: None) -> None:
+    """Bind (host, port) first - the cheap check - then open the store, listen, say
+    where (``serving URL (store: ...)``) and serve. Connections that arrive before the
+    app is up wait in the socket's backlog."""
     import uvicorn
 
     from api.app import create_app
+    from db.store import shown
 
     check_workers(workers)
     check_limits(limits)
     sock = bind(host, port)
     try:
         store = open_store()  # created or migrated here, once, before any worker starts
+        if workers > 1 and in_memory(store):
+            raise UsageProblem(f"--workers {workers}: an in-memory store cannot be shared between processes; "
+                               "give --db a file or a PostgreSQL URL")
+        sock.listen(2048)
+        say(f"serving {url(host, port)} (store: {shown(store.url)})")
         if workers == 1:
             config = uvicorn_config(create_app(store), host, port, limits)
             uvicorn.Server(config).run(sockets=[sock])
             return
-        if in_memory(store):
-            raise UsageProblem(f"--workers {workers}: an in-memory store cannot be shared between processes; "
-                               "give --db a file or a PostgreSQL URL")
         os.environ[WORKER_STORE_ENV] = store.url
         os.environ[SUPERVISOR_ENV] = str(os.getpid())
         from uvicorn.supervisors import Multiprocess

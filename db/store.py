@@ -101,13 +101,32 @@ def _scrub(message: str, url: str | URL) -> str:
     return message
 
 
+_SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*:")
+
+
 def normalize_url(url: str) -> str:
-    """``postgresql://`` (and ``postgres://``) name the psycopg 3 driver; SQLAlchemy
-    would otherwise pick psycopg2, which proton-survey does not install."""
+    """A plain file path (``survey.db``, ``~/x/survey.db``: no ``scheme:``) is that SQLite
+    file, made absolute; ``postgresql://`` (and ``postgres://``) name the psycopg 3 driver
+    (SQLAlchemy would otherwise pick psycopg2, which proton-survey does not install)."""
+    if url and not _SCHEME.match(url):
+        return f"sqlite:///{Path(url).expanduser().absolute()}"
     for scheme in ("postgresql://", "postgres://"):
         if url.startswith(scheme):
             return "postgresql+psycopg://" + url[len(scheme):]
     return url
+
+
+def shown(url: str) -> str:
+    """The store as a person reads it: a SQLite file's path, else the URL (password hidden)."""
+    try:
+        parsed = make_url(normalize_url(url))
+    except Exception:
+        return mask_url(url)
+    if parsed.get_backend_name() == "sqlite" and not parsed.query:
+        path = _sqlite_file(parsed)
+        if path is not None:
+            return str(path)
+    return mask_url(parsed)
 
 
 def _query(url: URL, key: str) -> str:

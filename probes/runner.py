@@ -65,12 +65,14 @@ class Counter(object):
         self.n += 1
 
 
-def run(argv, env, timeout, cwd=None, counter=None, stdin_data=None, on_timeout=None, keep_stdout=False):
+def run(argv, env, timeout, cwd=None, counter=None, stdin_data=None, on_timeout=None, keep_stdout=False,
+        on_start=None):
     """Run ``argv``; returns a dict with exit code, timing and output tails
     (and all of stdout as bytes under ``stdout`` with ``keep_stdout``).
 
     ``on_timeout`` is called (before the kill) when the timeout is reached, so a
-    caller can harvest what the child left behind.
+    caller can harvest what the child left behind. ``on_start`` is called with the
+    child's pid (the id of its process group) once it runs.
     """
     with tempfile.TemporaryFile() as fout, tempfile.TemporaryFile() as ferr:
         t0 = time.time()
@@ -98,6 +100,8 @@ def run(argv, env, timeout, cwd=None, counter=None, stdin_data=None, on_timeout=
             }
         timed_out = False
         feeder = None
+        if on_start is not None:
+            on_start(proc.pid)
         try:
             if stdin_data is not None and proc.stdin is not None:
                 # From a thread: a child that never reads its stdin (more than a pipe

@@ -76,6 +76,9 @@ def start(name=None, *, context="shadow", data="tree", backend=None, mode=None, 
     if what == "refuse":
         raise ValueError("[PROTON] %s: unsupported mode: %s" % (PROFILERS.get(backend, "Profiler"), mode or ""))
     if what == "hang":
+        if os.environ.get("FAKE_TRITON_HANGING"):  # a file that says a hang has begun
+            with open(os.environ["FAKE_TRITON_HANGING"], "a") as f:
+                f.write(str(backend) + "\\n")
         time.sleep(3600)
     if what == "segv":
         os.kill(os.getpid(), signal.SIGSEGV)

@@ -40,7 +40,7 @@ from survey.flows.run import ProbeSettings, survey_one
 from survey.verdicts import diff as survey_diff
 from survey.verdicts import matrix as survey_matrix
 from survey.verdicts import modes as survey_verdicts
-from tests.conftest import report_bytes
+from tests.conftest import report_bytes, survey_cli
 
 TOKEN = "s3cret-token"
 VERSIONS = ("3.6.0", "3.7.1", "3.8.0", "3.9.0")
@@ -153,6 +153,12 @@ class Text(HTMLParser):
 
 def squash(text: str) -> str:
     return " ".join(text.split())
+
+
+def bare(text: str) -> str:
+    """Text as compared across HTML elements: no whitespace, no Markdown backticks (a page
+    shows `code` spans as <code>)."""
+    return "".join(text.split()).replace("`", "")
 
 
 # --------------------------------------------------------------------------- basics
@@ -284,7 +290,7 @@ def test_matrix_html_cells(client: Client, filled_store: Store) -> None:
     assert r.status_code == 200 and r.headers["content-type"] == "text/html; charset=utf-8"
     page = Text(r.text)
     rows = client.get("/matrix.json").json()["rows"]
-    cells = [c for c in page.cells if "empty" not in c["class"]]
+    cells = [c for c in page.cells if "empty" not in c["class"] and "doc" not in c["class"]]  # measured cells
     assert len(rows) == 56 and sum(c["colspan"] for c in cells) == len(rows)
     assert any(c["colspan"] > 1 for c in cells)  # repeated cells are collapsed ...
     anchors = {None: "", "pcsampling": "-pcsampling", "periodic_flushing": "-periodic_flushing",
@@ -295,8 +301,11 @@ def test_matrix_html_cells(client: Client, filled_store: Store) -> None:
                    f"&platform={row['platform'].replace(':', '%3A')}")
         cell = by_history[history]
         assert f"o-{row['outcome']}" in cell["class"]
+        colour = "c-unstable" if row["outcome"] == O.UNSTABLE else f"c-{row['verdict']}"
+        assert [c for c in cell["class"] if c.startswith("c-")] == [colour]  # coloured by its verdict
         text = squash(cell["text"])
-        assert row["outcome"] in text and row["verdict"] in text and row["date"][:10] in text
+        assert row["outcome"] in text and row["verdict"] in text
+        assert bare(f"run #{row['run_id']}, {row['date'][:10]}") in bare(page.text)  # the row: its run and date
         assert ("stub-derived" in text) == (row["verdict_source"] == "stub")
         assert ("is-stub" in cell["class"]) == (row["verdict_source"] == "stub")
         first = cell["href"]
@@ -316,6 +325,60 @@ def test_matrix_html_cells(client: Client, filled_store: Store) -> None:
     csp = r.headers["content-security-policy"]
     assert "default-src 'none'" in csp and "script-src" not in csp
     assert r.headers["x-content-type-options"] == "nosniff"
+
+
+def test_a_cell_is_coloured_by_its_verdict_not_its_outcome(client: Client) -> None:
+    """3.8.0's rocprofiler pcsampling (refused) and periodic_flushing (accepted) share their
+    outcome (library_missing; both stub-derived): one is red, the other green."""
+    page = Text(client.get("/matrix?candidate=triton-3.8.0&backend=rocprofiler").text)
+    by_mode = {c["href"].rsplit("#", 1)[1]: c for c in page.cells if c["href"]}
+    refused, accepted = by_mode["check-rocprofiler-pcsampling"], by_mode["check-rocprofiler-periodic_flushing"]
+    assert "o-library_missing" in refused["class"] and "o-library_missing" in accepted["class"]
+    assert "c-refused" in refused["class"] and "c-accepted" in accepted["class"]
+    css = client.get("/static/style.css").text
+    colour = {v: re.search(rf"table\.matrix td\.cell\.c-{v} \{{ background-color: (#[0-9a-f]{{6}}); }}", css)
+              for v in ("accepted", "refused", "absent", "unknown", "unstable")}
+    assert all(colour.values()), colour
+    fills = {v: m.group(1) for v, m in colour.items() if m}
+    assert fills["refused"] == fills["absent"] and len({fills["accepted"], fills["refused"], fills["unknown"],
+                                                         fills["unstable"]}) == 4
+
+
+
+def test_labels_show_their_code_spans_as_code(store: Store, make_client: Any) -> None:
+    """A catalog label is Markdown (``PyPI `triton` 3.8.0``): pages show its code span as
+    <code>, never the backticks, and anything else in it as text."""
+    with store.session() as s:
+        ingest(s, report_bytes("cpu-triton-3.8.0.json"), candidate="triton-3.8.0", label="PyPI `triton` 3.8.0 <b>",
+               kind="pip", spec={"pip": "triton==3.8.0"}, position=0, source="ingest", scope="catalog")
+    c = make_client(store)
+    run_id = c.get("/matrix.json").json()["rows"][0]["run_id"]
+    shown = "PyPI <code>triton</code> 3.8.0 &lt;b&gt;"
+    for path in ("/matrix", "/candidates", "/candidates/triton-3.8.0", f"/runs/{run_id}",
+                 "/history?candidate=triton-3.8.0&backend=rocprofiler&mode=pcsampling"):
+        html = c.get(path).text
+        assert shown in html, path
+        assert "`triton`" not in html, path
+    docs = c.get("/docs").text  # the API's own descriptions are Markdown too
+    assert "<code>.json</code>" in docs and "`.json`" not in docs
+
+
+def test_documented_claims_are_on_the_matrix_marked_documented(client: Client) -> None:
+    """The docs table's documented claims for `main` are on the page too: a row of their
+    own, outlined and marked documented, with their sources; never a measured cell."""
+    html = client.get("/matrix").text
+    page = Text(html)
+    docs = [c for c in page.cells if "doc" in c["class"]]
+    assert docs and all(not any(k.startswith("c-") for k in c["class"]) for c in docs)  # no verdict colour
+    texts = [squash(c["text"]) for c in docs]
+    assert any(t.startswith("accepted documented") for t in texts) and any("present documented" in t for t in texts)
+    assert any("https://github.com/triton-lang/triton/pull/11040" in c["hrefs"] for c in docs)
+    assert 'data-candidate="triton-main" data-documented="true"' in html
+    assert "Upstream <code>main</code>" in html  # the catalog's label
+    measured = {r["candidate"] for r in client.get("/matrix.json").json()["rows"]}
+    assert "triton-main" not in measured  # shown apart from the rows, never as one of them
+    # a filter that claims do not answer (an outcome) leaves them out
+    assert "data-documented" not in client.get("/matrix?outcome=no_gpu").text
 
 
 def test_every_outcome_has_its_colour(client: Client) -> None:
@@ -582,13 +645,45 @@ def test_check_answers_as_survey_check(client: Client, filled_store: Store, targ
     assert {k: v for k, v in body.items() if k != "evidence_age"} == \
         {k: v for k, v in want.items() if k != "evidence_age"}
     assert body["candidate"] == target and body["run_id"] == run_ids(filled_store)[target]
-    page = Text(client.get(f"/check?{query}").text).text
-    assert want["reason"] in squash(page) and f"exit code {exit_code}" in page and want["evidence_date"] in page
+    page = bare(Text(client.get(f"/check?{query}").text).text)
+    assert bare(want["reason"]) in page and f"exitcode{exit_code}" in page and want["evidence_date"] in page
     if want["fix"]:
-        assert squash(want["fix"]) in page
+        assert bare(want["fix"]) in page
     row = list(csv.DictReader(io.StringIO(client.get(f"/check.csv?{query}").text)))
     assert len(row) == 1 and row[0]["verdict"] == want["verdict"]
     assert client.get(f"/check.md?{query}").status_code == 200
+
+
+def test_the_check_page_says_what_survey_check_says(client: Client, filled_store: Store) -> None:
+    """Verdict, cause, fix and the three answers (backend present, mode accepted, library
+    loads), each with how it is known: what `survey check` prints, not only a verdict."""
+    query = "target=triton-3.8.0&backend=rocprofiler&mode=pcsampling"
+    cli = survey_cli("check", "triton-3.8.0", "--backend", "rocprofiler", "--mode", "pcsampling",
+                     "--platform", "none:x86_64", "--db", filled_store.url)
+    html = client.get(f"/check?{query}").text
+    page = bare(Text(html).text)
+    assert bare("cannot run it: triton-3.8.0 with backend rocprofiler, mode pcsampling (mode_refused)") in page
+    said = {ln.split(":", 1)[0].strip(): ln.split(":", 1)[1].strip() for ln in cli.stdout.splitlines()[1:]}
+    for question in ("backend present", "mode accepted", "library loads"):
+        answer, basis = said[question].split(" - ", 1)  # "no [stub] - how it is known"
+        assert bare(f"{question} {answer} {basis}") in page, (question, page)
+    assert bare(f"fix {said['fix']}") in page and bare(f"reason {said['reason']}") in page
+    # the verdict alone carries its colour (class v-*); the answer around it is text to read
+    assert '<strong class="verdict-word v-cannot_run">' in html and 'class="verdict-box vb-cannot_run"' in html
+    assert html.count('class="v-') == 0 and html.count(" v-cannot_run") == 1
+    assert "<code>librocprofiler-sdk.so</code>" in html  # code spans as code
+
+
+def test_check_md_is_the_whole_answer(client: Client) -> None:
+    query = "target=triton-3.8.0&backend=rocprofiler&mode=pcsampling"
+    md = client.get(f"/check.md?{query}").text
+    whole = client.get(f"/check.json?{query}").json()
+    assert "truncated" not in md and whole["reason"] in md and whole["details"][0] in md
+    # a table that is cut names where it is whole: the same question, as JSON
+    cut = client.get("/history.md?candidate=triton-3.9.0&backend=rocprofiler&mode=pcsampling").text
+    link = cut.rsplit("the whole evidence: ", 1)[1].strip()
+    assert link == "/history.json?candidate=triton-3.9.0&backend=rocprofiler&mode=pcsampling"
+    assert client.get(link).status_code == 200
 
 
 def test_check_without_evidence(client: Client, filled_store: Store) -> None:

@@ -17,6 +17,7 @@ import json
 import logging
 import os
 import re
+import select
 import signal
 import socket
 import subprocess
@@ -260,8 +261,9 @@ def test_a_name_holding_nul_is_looked_up_as_not_stored(store: Store, make_client
     c = make_client(store)
     assert_error(c.get("/diff.json?a=fl%00aky&b=flaky"), 404, "not_found", "a")
     assert_error(c.get("/candidates/fl%00aky.json"), 404, "not_found")
-    r = c.get("/check.json?target=fl%00aky&backend=cupti")
-    assert r.status_code == 200 and r.json()["cause"] == "not_probed"
+    # a name that names nothing: refused as `survey check` refuses it (not a 500)
+    err = assert_error(c.get("/check.json?target=fl%00aky&backend=cupti"), 404, "not_found", "target")
+    assert "did you mean 'flaky'?" in err["message"]
 
 
 def test_the_runs_of_a_candidate_are_paginated(store: Store, make_client: Any) -> None:
@@ -725,6 +727,30 @@ def test_serve_on_a_port_in_use_says_so(tmp_path: Path) -> None:
     assert res.returncode == 69, res
     lines = [ln for ln in res.stderr.splitlines() if ln.strip()]
     assert len(lines) == 1 and f"127.0.0.1:{port}" in lines[0] and "in use" in lines[0], res
+
+
+def test_serve_says_where_it_listens(tmp_path: Path) -> None:
+    """Once it listens, `survey serve` prints the URL to open (and which store it serves)."""
+    port = _free_port()
+    db = tmp_path / "s.db"
+    proc = subprocess.Popen([sys.executable, "-m", "survey", "serve", "--db", f"sqlite:///{db}", "--port", str(port)],
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)
+    seen: list[str] = []
+    try:
+        assert proc.stdout is not None
+        deadline = time.monotonic() + 90
+        while not any(line.startswith("serving ") for line in seen):
+            assert proc.poll() is None and time.monotonic() < deadline, seen
+            ready, _, _ = select.select([proc.stdout], [], [], 1)
+            if ready:
+                seen.append(proc.stdout.readline().decode())
+        said = next(line for line in seen if line.startswith("serving "))
+        assert said.strip() == f"serving http://127.0.0.1:{port}/ (store: {db})", seen
+        assert httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=30).status_code == 200  # it answers there
+    finally:
+        os.killpg(proc.pid, signal.SIGTERM)
+        proc.wait(timeout=30)
+    assert sum(line.startswith("serving ") for line in seen) == 1
 
 
 def test_serve_binds_a_tcp_socket() -> None:

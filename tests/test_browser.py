@@ -138,14 +138,16 @@ def test_matrix_cell_leads_to_its_evidence(served: Served, page: Any) -> None:
     cell = row.locator("td.cell", has=page.locator('a[href$="#check-rocprofiler-pcsampling"]'))
     assert cell.count() == 1
     text = " ".join(cell.inner_text().split())
-    assert "library_missing" in text and "refused" in text and "2026-12-02" in text
+    assert "library_missing" in text and "refused" in text
+    assert "2026-12-02" in row.locator("th.cand").inner_text()  # the row's run and its date
     assert cell.locator(".stub-mark").is_visible()
-    assert "STUB-DERIVED" in cell.locator(".stub-mark").inner_text()  # as shown (CSS upper-cases it)
-    # Coloured by outcome: the cell has its outcome's colour, which is not another outcome's.
-    legend = page.locator(".legend .o-library_missing")
-    assert background(cell) == background(legend) != "rgba(0, 0, 0, 0)"
+    assert "stub-derived" in cell.locator(".stub-mark").inner_text()
+    # Coloured by verdict (the outcome is the detail): refused is the key's red.
+    key = page.locator(".legend summary.key .c-refused")
+    assert key.is_visible() and background(cell) == background(key) != "rgba(0, 0, 0, 0)"
     no_gpu = row.locator("td.cell", has=page.locator('a[href$="#check-cupti"]'))
-    assert "no_gpu" in no_gpu.inner_text() and background(no_gpu) != background(cell)
+    assert "no_gpu" in no_gpu.inner_text() and background(no_gpu) == background(page.locator(".key .c-unknown"))
+    assert background(no_gpu) != background(cell)
     # Live answers carry no stub marker.
     refused_live = row.locator("td.cell", has=page.locator('a[href$="#check-roctracer-pcsampling"]'))
     assert "unsupported_mode" in refused_live.inner_text() and refused_live.locator(".stub-mark").count() == 0
@@ -175,8 +177,8 @@ def test_a_working_check_leads_to_its_capture(served: Served, page: Any) -> None
     page.goto(f"{served.base}/matrix")
     cell = page.locator(f'tr[data-candidate="{H200}"] td.cell', has=page.locator('a[href$="#check-cupti"]'))
     text = " ".join(cell.inner_text().split())
-    assert "ok accepted" in text and "capture: ok, 50 kernels" in text and "2026-12-02" in text
-    assert background(cell) == background(page.locator(".legend .o-ok"))
+    assert "accepted ok" in text and "capture: ok, 50 kernels" in text
+    assert background(cell) == background(page.locator(".key .c-accepted:not(.is-stub)"))
     assert cell.locator(".stub-mark").count() == 0
     cell.locator("a").first.click()
     page.wait_for_url(f"**/runs/{served.ids[H200]}#check-cupti")
@@ -205,7 +207,7 @@ def test_filters_and_candidate_history(served: Served, page: Any) -> None:
     page.goto(f"{served.base}/matrix")
     missing = page.locator(f'tr[data-candidate="{MISSING}"]')
     assert "unobtainable" in missing.inner_text() and "no such file" in missing.inner_text()
-    missing.locator("th a").click()
+    missing.locator("th a.cand-link").click()
     page.wait_for_url("**/candidates/**")
     body = page.locator("main").inner_text()
     assert "No complete run yet" in body and "unobtainable" in body
@@ -255,12 +257,23 @@ def test_a_matrix_cell_leads_to_its_history(served: Served, page: Any) -> None:
     assert f"run #{served.ids['triton-3.9.0']}" in shown and "library_missing" in shown and "refused" in shown
 
 
+def shots(tmp_path: Path) -> Path:
+    """Where screenshots go: $SURVEY_SCREENSHOTS (kept, to be looked at), else the test's tmp_path."""
+    where = Path(os.environ.get("SURVEY_SCREENSHOTS") or tmp_path)
+    where.mkdir(parents=True, exist_ok=True)
+    return where
+
+
+ROWS_ON_A_LAPTOP = 7  # rows of the matrix in view at 1400x900 before any scrolling
+
+
 @pytest.mark.browser
 @pytest.mark.parametrize("width", [1400, 800])
 def test_matrix_page_geometry(served: Served, browser: Any, width: int, tmp_path: Path) -> None:
-    """Measured in the DOM, not by eye: the page never overflows sideways, the table
-    scrolls inside its box, and after scrolling it the header row and the candidate
-    column are still in view; the legend is there. Screenshots are kept as artifacts."""
+    """Measured in the DOM, not by eye: the page never overflows sideways; at 1400 px every
+    column is in view and the first screen holds ROWS_ON_A_LAPTOP rows; at 800 px the table
+    scrolls inside its box, and after scrolling it the header rows and the candidate column
+    are still in view. Screenshots are kept (see shots())."""
     ctx = browser.new_context(viewport={"width": width, "height": 900})
     pg = ctx.new_page()
     try:
@@ -268,18 +281,74 @@ def test_matrix_page_geometry(served: Served, browser: Any, width: int, tmp_path
         assert pg.evaluate("document.scrollingElement.scrollWidth") <= width  # no page overflow
         assert pg.locator("details.legend dl dt").count() >= 6
         box = pg.locator("div.scroll")
-        pg.screenshot(path=str(tmp_path / f"matrix-{width}.png"), full_page=True)
+        area = box.bounding_box()
+        assert area is not None
+        pg.screenshot(path=str(shots(tmp_path) / f"matrix-{width}.png"))
         scrollable = box.evaluate("e => e.scrollWidth > e.clientWidth")
-        if width == 800:
+        heads = [h for h in pg.locator("table.matrix thead th.mode").all()]
+        if width == 1400:
+            assert not scrollable  # every column fits a laptop screen
+            rights = [h.bounding_box()["x"] + h.bounding_box()["width"] for h in heads]  # type: ignore[index]
+            assert max(rights) <= area["x"] + area["width"] + 1 <= width
+            bottom = min(900, area["y"] + area["height"])
+            rows = pg.locator("table.matrix tbody tr").all()
+            seen = [r for r in rows if r.bounding_box()["y"] + r.bounding_box()["height"] <= bottom]  # type: ignore
+            assert len(seen) >= ROWS_ON_A_LAPTOP, (len(seen), len(rows))
+        else:
             assert scrollable  # too wide for 800 px: it scrolls in its box, not the page
         box.evaluate("e => { e.scrollLeft = e.scrollWidth; e.scrollTop = e.scrollHeight; }")
-        header = pg.locator("table.matrix thead th.mode").last.bounding_box()
+        backend = pg.locator("table.matrix thead th.backend").last.bounding_box()
+        mode = pg.locator("table.matrix thead th.mode").last.bounding_box()
         first = pg.locator("table.matrix tbody th.cand").last.bounding_box()
         area = box.bounding_box()
-        assert header is not None and first is not None and area is not None
-        # the header row sits at the top of the box and the candidate column at its left
-        assert abs(header["y"] - area["y"]) <= 2, (header, area)
+        assert backend is not None and mode is not None and first is not None and area is not None
+        # the header rows sit at the top of the box, the modes under the backends, the candidates at its left
+        assert abs(backend["y"] - area["y"]) <= 2, (backend, area)
+        assert abs(mode["y"] - (backend["y"] + backend["height"])) <= 2, (mode, backend)
         assert abs(first["x"] - area["x"]) <= 2, (first, area)
-        pg.screenshot(path=str(tmp_path / f"matrix-{width}-scrolled.png"))
+        pg.screenshot(path=str(shots(tmp_path) / f"matrix-{width}-scrolled.png"))
+    finally:
+        ctx.close()
+
+
+def test_stub_derived_cells_are_striped_and_coloured_by_their_verdict(served: Served, page: Any) -> None:
+    """3.8.0's rocprofiler pcsampling (refused) and periodic_flushing (accepted): the same
+    outcome (library_missing, stub-derived), one red and one green, both striped."""
+    page.goto(f"{served.base}/matrix")
+    row = page.locator('tr[data-candidate="triton-3.8.0"]')
+    refused = row.locator("td.cell", has=page.locator('a[href$="#check-rocprofiler-pcsampling"]'))
+    accepted = row.locator("td.cell", has=page.locator('a[href$="#check-rocprofiler-periodic_flushing"]'))
+    assert "library_missing" in refused.inner_text() and "library_missing" in accepted.inner_text()
+    assert background(refused) == background(page.locator(".key .c-refused"))
+    assert background(accepted) == background(page.locator(".key .c-accepted:not(.is-stub)"))
+    stripes = "e => getComputedStyle(e).backgroundImage"
+    assert "repeating-linear-gradient" in refused.evaluate(stripes) == accepted.evaluate(stripes)
+
+
+def test_documented_claims_read_as_documented(served: Served, page: Any) -> None:
+    page.goto(f"{served.base}/matrix")
+    row = page.locator('tr[data-candidate="triton-main"][data-documented="true"]')
+    assert row.is_visible() and "documented" in row.locator("th").inner_text().lower()
+    cell = row.locator("td.doc").first
+    assert "documented" in cell.inner_text().lower()
+    assert background(cell) == "rgb(255, 255, 255)"  # outlined, never filled like a measurement
+    assert cell.evaluate("e => getComputedStyle(e).borderTopStyle") == "dashed"
+
+
+def test_the_check_page_colours_the_verdict_alone(served: Served, browser: Any, tmp_path: Path) -> None:
+    ctx = browser.new_context(viewport={"width": 1400, "height": 900})
+    pg = ctx.new_page()
+    try:
+        pg.goto(f"{served.base}/check?target=triton-3.9.0&backend=rocprofiler&mode=pcsampling")
+        word = pg.locator(".verdict-word")
+        assert word.inner_text() == "cannot run it"
+        body = pg.evaluate("getComputedStyle(document.body).color")
+        assert word.evaluate("e => getComputedStyle(e).color") != body  # the verdict in its colour
+        for what in (".facts dd.reason", "table.answers td"):
+            el = pg.locator(what).first
+            assert el.evaluate("e => getComputedStyle(e).color") == body, what  # the rest as plain text
+            assert el.evaluate("e => getComputedStyle(e).fontWeight") == "400", what
+        assert [a.strip() for a in pg.locator("table.answers .answer").all_inner_texts()] == ["yes", "no", "no"]
+        pg.screenshot(path=str(shots(tmp_path) / "check-1400.png"), full_page=True)
     finally:
         ctx.close()

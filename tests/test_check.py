@@ -163,7 +163,7 @@ def test_cli_exit_codes_and_usage(gpu_store) -> None:
     typo = run("triton-3.8.0", "--backend", "rocprofiler", "--mode", "pcsamplng")
     assert typo.returncode == exitcodes.USAGE and "did you mean 'pcsampling'?" in typo.stderr
     assert run("triton-3.8.0", "--backend", "cupti", "--mode", "pcsampling:interval=100").returncode != 64
-    assert run("triton-3.8.0").returncode == exitcodes.INPUT
+    assert run("triton-3.8.0").returncode == exitcodes.USAGE  # no --backend: the command line itself
     assert run("--no-such-option").returncode == exitcodes.USAGE
 
 

@@ -170,7 +170,7 @@ def test_survey_platform_prints_this_host_and_its_ray_start_line() -> None:
     doc = json.loads(r.stdout)
     assert doc["key"] == key and doc["resources"] == {fleet.resource_name(key): 4}
     assert doc["ray_start"][:3] == ["ray", "start", "--head"] and shlex.split(doc["ray_start_line"]) == doc["ray_start"]
-    assert survey_cli("platform", "--head", "--address", "h:1").returncode == 65
+    assert survey_cli("platform", "--head", "--address", "h:1").returncode == 64
     assert survey_cli("platform", "--slots", "0").returncode == 64
 
 
@@ -199,7 +199,7 @@ def test_ray_address_errors(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> 
     assert r.returncode == 69 and "no Ray cluster answers at 127.0.0.1:9" in r.stderr, r
     assert time.time() - t0 < 30
     r = survey_cli("run", "--ray", "no-port", "--db", db, "--no-table")
-    assert r.returncode == 65 and "give auto, HOST:PORT" in r.stderr, r
+    assert r.returncode == 64 and "give auto, HOST:PORT" in r.stderr, r
     monkeypatch.setitem(sys.modules, "ray", None)  # an environment without Ray
     r = survey_cli("run", "--ray", "auto", "--db", db, "--no-table")
     assert r.returncode == 69 and "--ray needs Ray" in r.stderr and "proton-survey[fleet]" in r.stderr, r

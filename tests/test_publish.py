@@ -65,7 +65,7 @@ def test_published_site_serves_every_page_and_link(filled_store: Store, static_s
         assert matrix["count"] == 4 * 14
         assert c.get("/matrix.md").text == survey_cli("table", "--db", filled_store.url).stdout
         assert "text/html" in c.get("/matrix").headers["content-type"]
-        # every same-site link of every published page answers 200
+        # every same-site link of every published page answers 200 (none needs the service)
         todo, seen = ["/matrix", "/candidates"], set()
         while todo:
             path = todo.pop()
@@ -79,8 +79,8 @@ def test_published_site_serves_every_page_and_link(filled_store: Store, static_s
                 parser.feed(resp.text)
                 for link in parser.links:
                     u = urlsplit(link)
-                    if not (u.scheme or u.netloc or u.query) and u.path.startswith("/") \
-                            and not is_interactive(u.path):  # /check, /diff: answers to a query
+                    assert not u.query and not is_interactive(u.path), (path, link)
+                    if not (u.scheme or u.netloc) and u.path.startswith("/"):
                         todo.append(u.path)
         assert any(p.startswith("/runs/") for p in seen) and any(p.startswith("/candidates/") for p in seen)
         rid = matrix["rows"][0]["run_id"]
@@ -100,3 +100,79 @@ def test_publish_needs_an_existing_store_and_a_writable_place(tmp_path: Path, fi
     (site / "stale.txt").write_text("old")
     assert survey_cli("publish", str(site), "--db", filled_store.url, "--force").returncode == 0
     assert not (site / "stale.txt").exists() and json.loads((site / "matrix.json").read_text())["count"] == 56
+
+
+def resolve_published(site: Path, page: Path, href: str) -> Path | None:
+    """The file a static server answers a link of ``page`` with (None: another site).
+    Resolved relative to the page, as a browser does; ``/x`` is served from x/index.html."""
+    from urllib.parse import unquote, urljoin
+
+    u = urlsplit(href)
+    if u.scheme or u.netloc:
+        return None
+    rel = page.relative_to(site).as_posix()
+    base = "/" + (rel[: -len("index.html")] if rel.endswith("index.html") else rel)
+    path = unquote(urlsplit(urljoin(base, href)).path)
+    target = site / path.lstrip("/")
+    return target / "index.html" if path.endswith("/") or target.is_dir() else target
+
+
+def test_every_link_of_every_published_file_resolves(filled_store: Store, tmp_path: Path) -> None:
+    """Every href and src of every published HTML file names a published file: no history
+    link, no query, no page the static site cannot answer (/check, /diff, /docs)."""
+    from survey.evidence.ingest import ingest
+    from tests.conftest import report_bytes
+
+    with filled_store.session() as s:  # a GPU run: captures, and cells that collapse
+        ingest(s, report_bytes("h200-triton-3.6.0.json"), candidate="triton-3.6.0", label="Triton 3.6.0",
+               kind="pip", spec={"pip": "triton==3.6.0"}, position=0, scope="catalog")
+    site = tmp_path / "site"
+    r = survey_cli("publish", str(site), "--db", filled_store.url)
+    assert r.returncode == 0, r
+    pages = sorted(site.rglob("*.html"))
+    assert len(pages) > 10
+    dead, checked = [], 0
+    for page in pages:
+        parser = Links()
+        parser.feed(page.read_text())
+        for href in parser.links:
+            target = resolve_published(site, page, href)
+            if target is None:
+                continue
+            checked += 1
+            if not target.is_file() or urlsplit(href).query:
+                dead.append(f"{page.relative_to(site)} -> {href}")
+    assert checked > 200 and dead == [], dead[:20]
+    nav = (site / "matrix" / "index.html").read_text()
+    assert 'href="/check"' not in nav and 'href="/diff"' not in nav and 'href="/docs"' not in nav
+    assert "/history?" not in nav and 'form class="filters"' not in nav
+
+
+def test_publish_is_the_catalog_unless_asked_for_all(filled_store: Store, tmp_path: Path) -> None:
+    """Ad-hoc evidence (a target checked by its path: a host path in its name) is not
+    published unless asked for (--all), as `survey table` shows the catalog unless --all."""
+    from survey.evidence.ingest import ingest
+    from tests.conftest import report_bytes
+
+    with filled_store.session() as s:
+        ingest(s, report_bytes("h200-triton-3.6.0.json"), candidate="python:/home/someone/venvs/t36",
+               label="/home/someone/venvs/t36/bin/python", kind="python", source="probe")
+    site = tmp_path / "site"
+    r = survey_cli("publish", str(site), "--db", filled_store.url)
+    assert r.returncode == 0, r
+    everything = "".join(p.read_text() for p in site.rglob("*") if p.is_file() and p.suffix != ".png")
+    assert "/home/someone" not in everything
+    assert json.loads((site / "candidates.json").read_text())["total"] == 4
+    wide = tmp_path / "all"
+    assert survey_cli("publish", str(wide), "--all", "--db", filled_store.url).returncode == 0
+    assert "/home/someone/venvs/t36" in (wide / "candidates" / "index.html").read_text()
+    assert "/home/someone/venvs/t36" in (wide / "matrix" / "index.html").read_text()
+
+
+def test_publish_prints_one_line(filled_store: Store, tmp_path: Path) -> None:
+    """What it wrote, and nothing from the libraries it uses (no deprecation warning)."""
+    r = subprocess.run([sys.executable, "-W", "default", "-m", "survey", "publish", str(tmp_path / "site"),
+                        "--db", filled_store.url], capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    lines = [ln for ln in r.stderr.splitlines() if ln.strip()]
+    assert len(lines) == 1 and lines[0].startswith(f"{tmp_path / 'site'}: ") and "files" in lines[0], r.stderr

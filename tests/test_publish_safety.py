@@ -68,7 +68,7 @@ def crawl(c: httpx.Client, start: list[str]) -> dict[str, httpx.Response]:
 
 def test_every_name_gets_a_safe_file_and_every_link_resolves(awkward_store: Store, static_server: Any) -> None:
     site, start = static_server
-    r = survey_cli("publish", str(site), "--db", awkward_store.url)
+    r = survey_cli("publish", str(site), "--all", "--db", awkward_store.url)  # ad-hoc names
     assert r.returncode == 0, r
     assert "Traceback" not in r.stderr and "not published" not in r.stderr, r
     for p in site.rglob("*"):

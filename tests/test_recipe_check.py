@@ -281,20 +281,23 @@ def test_aorta_environment_as_target(gpu_store: Store, tmp_path: Path) -> None:
     assert "checked in aorta:cpu-380, not in the environment the cell names (nightly)" in got["b"]["details"]
 
 
-@pytest.mark.parametrize("args,words", [
-    (["h200", "--aorta-environment", "x", "--backend", "cupti"], "not both"),
-    (["h200", "--recipe", str(FIX / "check-cells.yaml"), "--backend", "cupti"], "not both"),
-    (["--backend", "cupti"], "give TARGET"),
-    (["--aorta-environment", "nope", "--backend", "cupti"], "'nope' is not registered"),
-    (["--aorta-environment", "local", "--backend", "cupti"], "is the current process"),
-    (["--aorta-environment", "emulated-rocjitsu", "--recipe", str(FIX / "check-cells.yaml")], "GPU-emulated"),
-    (["h200", "--recipe", str(FIX / "check-cells.yaml"), "--aorta-environments", str(SIDECAR)],
+@pytest.mark.parametrize("args,code,words", [
+    (["h200", "--aorta-environment", "x", "--backend", "cupti"], exitcodes.USAGE, "not both"),
+    (["h200", "--recipe", str(FIX / "check-cells.yaml"), "--backend", "cupti"], exitcodes.USAGE, "not both"),
+    (["--backend", "cupti"], exitcodes.USAGE, "give TARGET"),
+    (["--aorta-environment", "nope", "--backend", "cupti"], exitcodes.INPUT, "'nope' is not registered"),
+    (["--aorta-environment", "local", "--backend", "cupti"], exitcodes.INPUT, "is the current process"),
+    (["--aorta-environment", "emulated-rocjitsu", "--recipe", str(FIX / "check-cells.yaml")], exitcodes.INPUT,
+     "GPU-emulated"),
+    (["h200", "--recipe", str(FIX / "check-cells.yaml"), "--aorta-environments", str(SIDECAR)], exitcodes.USAGE,
      "with TARGET every cell is checked in TARGET"),
-    (["--recipe", str(FIX / "check-cells.yaml"), "--aorta-environments", "/nonexistent.json"], "no such file"),
+    (["--recipe", str(FIX / "check-cells.yaml"), "--aorta-environments", "/nonexistent.json"], exitcodes.INPUT,
+     "no such file"),
 ])
-def test_usage_errors(gpu_store: Store, args: list[str], words: str) -> None:
+def test_usage_errors(gpu_store: Store, args: list[str], code: int, words: str) -> None:
+    """The command line itself wrong: 64; a name or file that names nothing usable: 65."""
     cli = survey_cli("check", *args, "--db", gpu_store.url)
-    assert cli.returncode == exitcodes.INPUT, cli
+    assert cli.returncode == code, cli
     assert words in cli.stderr and "Traceback" not in cli.stderr
 
 

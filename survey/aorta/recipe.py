@@ -54,7 +54,7 @@ from typing import Any, Mapping, Optional
 import yaml
 
 from survey.aorta.environments import AortaEnvironment, check_env_mapping
-from survey.core.errors import RecipeError
+from survey.core.errors import RecipeError, did_you_mean
 from survey.core.textfile import read_text
 
 COLLECTORS = ("rocprof", "proton", "numerics", "layer_numerics", "amd_log")
@@ -195,7 +195,8 @@ def _proton(ctx: _Ctx, where: str, prefix: str, raw: Any) -> ProtonConfig:
         if not isinstance(k, str):
             raise ctx.fail(where, f"{prefix}: option names must be strings, got {k!r}", prefix)
         if k not in OPTION_KEYS_030 + OPTION_KEYS_NEWER:
-            raise ctx.fail(where, f"{prefix}.{k}: unknown proton option; known: "
+            raise ctx.fail(where, f"{prefix}.{k}: unknown proton option; "
+                           f"{did_you_mean(k, OPTION_KEYS_030 + OPTION_KEYS_NEWER)}known: "
                            f"{', '.join(OPTION_KEYS_030 + OPTION_KEYS_NEWER)}", f"{prefix}.{k}")
         if not isinstance(v, str):
             raise ctx.fail(where, f"{prefix}.{k} must be a string, got {type(v).__name__} ({v!r})",
@@ -207,8 +208,9 @@ def _proton(ctx: _Ctx, where: str, prefix: str, raw: Any) -> ProtonConfig:
     eff.update({k: v.strip().lower() for k, v in opts.items()})
     for opt, allowed in _ENUMS.items():
         if opt in eff and eff[opt] not in allowed:
-            raise ctx.fail(where, f"{prefix}.{opt} {eff[opt]!r} is not one of {', '.join(allowed)}",
-                           f"{prefix}.{opt}")
+            near = did_you_mean(eff[opt], list(allowed)).strip()
+            raise ctx.fail(where, f"{prefix}.{opt} {eff[opt]!r} is not one of {', '.join(allowed)}"
+                           + (f"; {near}" if near else ""), f"{prefix}.{opt}")
     backend = eff["backend"]
     intra = [k for k in ("instrumentation_mode", "granularity") if k in eff]
     if "backend_mode" in eff and intra:

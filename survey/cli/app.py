@@ -38,7 +38,8 @@ err = Console(stderr=True, soft_wrap=True, emoji=False)
 DbOpt = Annotated[
     Optional[str],
     typer.Option("--db", envvar="SURVEY_DB",
-                 help="SQLAlchemy URL (default: SQLite under ~/.local/share/proton-survey)"),
+                 help="the store: a SQLite file (survey.db) or a SQLAlchemy URL (postgresql://HOST/DB); "
+                      "default: ~/.local/share/proton-survey/survey.db"),
 ]
 TimeoutOpt = Annotated[float, typer.Option("--timeout", help="seconds for each check inside the probe")]
 
@@ -72,8 +73,25 @@ def main() -> None:
         close_stores()  # the command is over (SQLite checkpoints its WAL as each store closes)
 
 
+def _flags_take_no_value(command: typer.core.TyperGroup | typer.core.TyperCommand) -> None:
+    """Help shows a flag (``--json``, ``--help``, ``--force/--no-force``) as just its name:
+    Typer writes its type (``<bool>``) beside it, as if it took a value."""
+    import typer._click as click_mod
+
+    commands = [command, *getattr(command, "commands", {}).values()]
+    for cmd in commands:
+        params = list(cmd.params)
+        helper = cmd.get_help_option(click_mod.Context(cmd, info_name=cmd.name))
+        if helper is not None:
+            params.append(helper)
+        for param in params:
+            if getattr(param, "is_flag", False) and param.metavar is None:
+                param.metavar = ""
+
+
 def _main(argv: list[str]) -> None:
     command = typer.main.get_command(app)
+    _flags_take_no_value(command)  # type: ignore[arg-type]
     try:
         rv = command.main(args=argv, prog_name="survey", standalone_mode=False)
     except UsageError as e:

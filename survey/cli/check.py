@@ -9,7 +9,7 @@ from typing import Annotated, Optional
 import typer
 
 from survey.cli.app import DbOpt, TimeoutOpt, app, err, open_store, out
-from survey.core.errors import InputError, choose
+from survey.core.errors import UsageProblem, choose
 from survey.render.escape import json_text, rich_markup, terminal
 
 
@@ -45,11 +45,11 @@ def check_cmd(
     from survey.flows import check as check_mod
 
     if target is not None and aorta_environment is not None:
-        raise InputError("give TARGET or --aorta-environment NAME, not both")
+        raise UsageProblem("give TARGET or --aorta-environment NAME, not both")
     if recipe is not None and (backend or mode):
-        raise InputError("give --recipe or --backend/--mode, not both")
+        raise UsageProblem("give --recipe or --backend/--mode, not both")
     if aorta_environments and target is not None:
-        raise InputError("--aorta-environments names where cells run; with TARGET every cell is checked in TARGET")
+        raise UsageProblem("--aorta-environments names where cells run; with TARGET every cell is checked in TARGET")
     if recipe is not None:
         from survey.aorta import check as recipe_check
 
@@ -69,9 +69,9 @@ def check_cmd(
                           highlight=False)
         raise typer.Exit(recipe_check.overall_exit(cells))
     if not backend:
-        raise InputError("--backend (or --recipe) is required")
+        raise UsageProblem("--backend (or --recipe) is required")
     if target is None and aorta_environment is None:
-        raise InputError("give TARGET (or --aorta-environment NAME)")
+        raise UsageProblem("give TARGET (or --aorta-environment NAME)")
     from probes import outcomes as O
 
     choose(backend, O.BACKENDS, "backend")

@@ -11,8 +11,22 @@ import typer
 
 from survey.cli.app import DbOpt, TimeoutOpt, app, err, open_store, out
 from survey.core import exitcodes
-from survey.core.errors import InputError
+from survey.core.errors import InputError, UsageProblem, choose
 from survey.render.escape import rich_markup, terminal
+
+
+def check_backend_modes(items: list[str], option: str) -> None:
+    """``BACKEND[:MODE]`` values of --only and --capture: known backends and modes only
+    (the probe would check a backend nobody has), with a suggestion for a misspelling."""
+    from probes import outcomes as O
+    from survey.evidence import queries
+
+    modes = [m for m in (*O.COMMON_MODES, *O.INSTRUMENTATION_MODES) if m]
+    for item in items:
+        backend, _, mode = item.partition(":")
+        choose(backend, O.BACKENDS, "backend", f"{option} {item}")
+        if mode and mode != queries.NO_MODE:
+            choose(mode.split(":", 1)[0], modes, "mode", f"{option} {item}")
 
 
 @app.command()
@@ -38,10 +52,14 @@ def probe(
 ) -> None:
     """Probe one interpreter or image and print (or write) its report."""
     from survey.environments import probe as probe_run
-    from survey.environments.launchers.python import PythonLauncher
+    from survey.environments.launchers.python import PythonLauncher, interpreter_path
 
     if (python is None) == (image is None):
-        raise InputError("give exactly one of --python PATH or --image IMAGE")
+        raise UsageProblem("give exactly one of --python PATH or --image IMAGE")
+    check_backend_modes(only or [], "--only")
+    check_backend_modes(capture or [], "--capture")
+    if python is not None:
+        python = interpreter_path(python)  # absolute: the stored spec names it from anywhere
     launcher: Any
     if python is not None:
         launcher = PythonLauncher(python)

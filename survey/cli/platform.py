@@ -8,7 +8,7 @@ from typing import Annotated, Optional
 import typer
 
 from survey.cli.app import app, err, out
-from survey.core.errors import InputError
+from survey.core.errors import InputError, UsageProblem
 from survey.render.escape import json_text, rich_markup, terminal
 
 
@@ -27,7 +27,7 @@ def platform_cmd(
     from survey.flows import fleet
 
     if head and address:
-        raise InputError("give --head or --address, not both")
+        raise UsageProblem("give --head or --address, not both")
     p = local_platform()
     problem = fleet.key_problem(p.key)
     if problem:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Optional
 
@@ -11,7 +12,7 @@ from rich.console import Console
 from survey.cli.app import DbOpt, TimeoutOpt, app, open_store, out
 from survey.cli.app import err as app_err
 from survey.core import exitcodes
-from survey.core.errors import InputError, UsageProblem
+from survey.core.errors import InputError, UsageProblem, did_you_mean
 from survey.render.escape import rich_markup as escape
 from survey.render.escape import terminal
 
@@ -96,7 +97,8 @@ def run(
         if unknown:
             what = "in the catalog" if not aorta else "among the catalog's or aorta's environments" if entries \
                 else "among aorta's environments"
-            raise InputError(f"not {what}: {', '.join(unknown)}", hint=f"known: {', '.join(known)}")
+            near = "".join(f"; {n}: {did_you_mean(n, known).strip()}" for n in unknown if did_you_mean(n, known))
+            raise InputError(f"not {what}: {', '.join(unknown)}{near}", hint=f"known: {', '.join(known)}")
         entries = [(i, e) for i, e in entries if e.name in only]
         aorta = [t for t in aorta if t.env.name in only]
     for t in [t for t in aorta if t.unusable is not None]:
@@ -113,7 +115,7 @@ def run(
                 ahead[e.name].prefetch()
     from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
-    from db.store import mask_url
+    from db.store import shown
     from survey.flows.run import RETRY_AFTER_S, Outcome, ProbeSettings, run_survey
 
     if store is None:
@@ -151,7 +153,7 @@ def run(
         for fo in done:
             tally[fo.status] = tally.get(fo.status, 0) + 1
         err.print("survey: " + (", ".join(f"{n} {k}" for k, n in sorted(tally.items())) or "nothing to survey")
-                  + f"  (store: {mask_url(store.url)})", markup=False, highlight=False)
+                  + f"  (store: {shown(store.url)})", markup=False, highlight=False)
         pairs = sorted({(fo.platform, fo.measured or "") for fo in done if fo.mismatch})
         for advertised, measured in pairs:
             err.print(f"[yellow]note:[/] nodes offering {escape(advertised)} measured {escape(measured)}; reports "
@@ -173,34 +175,49 @@ def run(
                           f"{escape(', '.join(e.platforms or []))}, and this host is {escape(here)} "
                           "(survey a fleet with --ray)")
         entries = [(i, e) for i, e in entries if e.runs_on(here)]
-    with Progress(SpinnerColumn(), TextColumn("[bold]{task.fields[name]:<28}"), BarColumn(bar_width=None),
-                  TextColumn("{task.description}"), TimeElapsedColumn(), console=err,
-                  transient=False) as progress:
-        names = [e.name for _, e in entries] + [t.name for t in aorta]
-        tasks = {n: progress.add_task("waiting", total=1, name=escape(n)) for n in names}
+    names = [e.name for _, e in entries] + [t.name for t in aorta]
+    finished: list[Outcome] = []
+    # On a terminal, a live display; in a log (not a terminal), one whole line per step, never cut.
+    live = Progress(SpinnerColumn(), TextColumn("[bold]{task.fields[name]:<28}"), BarColumn(bar_width=None),
+                    TextColumn("{task.description}"), TimeElapsedColumn(), console=err,
+                    transient=False) if err.is_terminal else None
+    try:
+        with live if live is not None else contextlib.nullcontext():
+            tasks = {n: live.add_task("waiting", total=1, name=escape(n)) for n in names} if live else {}
 
-        def on_update(name: str, msg: str) -> None:
-            progress.update(tasks[name], description=escape(msg))
+            def on_update(name: str, msg: str) -> None:
+                if live is not None:
+                    live.update(tasks[name], description=escape(msg))
+                else:
+                    err.print(terminal(f"{name}: {msg}"), markup=False, highlight=False)
 
-        def on_done(o: Outcome) -> None:
-            c = colors.get(o.status, "white")
-            first = o.message.strip().splitlines()[0] if o.message.strip() else ""
-            run_ref = f" run #{o.run_id}" if o.run_id else ""
-            progress.update(tasks[o.name], completed=1,
-                            description=f"[{c}]{o.status}[/]{run_ref} {escape(first[:90])}")
+            def on_done(o: Outcome) -> None:
+                finished.append(o)
+                c = colors.get(o.status, "white")
+                first = o.message.strip().splitlines()[0] if o.message.strip() else ""
+                run_ref = f" run #{o.run_id}" if o.run_id else ""
+                if live is not None:
+                    live.update(tasks[o.name], completed=1,
+                                description=f"[{c}]{o.status}[/]{run_ref} {escape(first[:90])}")
+                else:
+                    err.print(f"{escape(o.name)}: [{c}]{o.status}[/]{run_ref} {escape(first)}", highlight=False)
 
-        outcomes = run_survey(store, entries, jobs=jobs, settings=settings, engine=engine, pull=pull,
-                              on_update=on_update, on_done=on_done, launchers=ahead) if entries else []
-        if aorta:
-            from survey.aorta.targets import survey_targets
+            outcomes = run_survey(store, entries, jobs=jobs, settings=settings, engine=engine, pull=pull,
+                                  on_update=on_update, on_done=on_done, launchers=ahead) if entries else []
+            if aorta:
+                from survey.aorta.targets import survey_targets
 
-            outcomes += survey_targets(store, aorta, jobs=jobs, settings=settings, on_update=on_update,
-                                       on_done=on_done)
+                outcomes += survey_targets(store, aorta, jobs=jobs, settings=settings, on_update=on_update,
+                                           on_done=on_done)
+    except KeyboardInterrupt:  # Ctrl-C: the display is stopped (above); what finished is stored
+        kept = sum(1 for o in finished if o.run_id is not None)
+        err.print(f"interrupted: {kept} stored; run again to resume", markup=False, highlight=False)
+        raise typer.Exit(130)
     counts: dict[str, int] = {}
     for o in outcomes:
         counts[o.status] = counts.get(o.status, 0) + 1
     err.print("survey: " + (", ".join(f"{n} {k}" for k, n in sorted(counts.items())) or "nothing to survey")
-              + f"  (store: {mask_url(store.url)})", markup=False, highlight=False)
+              + f"  (store: {shown(store.url)})", markup=False, highlight=False)
     if table:
         with store.session() as s:
             text = docs_table.markdown(s, "all" if aorta else "catalog")

@@ -43,22 +43,28 @@ def serve(
             return open_store(db)
 
     serving.serve(existing, host, port, workers,
-                  Limits(header_timeout_s=header_timeout, max_connections=max_connections))
+                  Limits(header_timeout_s=header_timeout, max_connections=max_connections),
+                  say=lambda m: err.print(m, markup=False, highlight=False))
 
 
 @app.command()
 def publish(
     directory: Annotated[Path, typer.Argument(help="where to write the site: a new or empty directory")],
     force: Annotated[bool, typer.Option("--force", help="replace DIRECTORY whole even if it holds files")] = False,
+    show_all: Annotated[bool, typer.Option("--all", help="also ad-hoc evidence (targets checked by path or image, "
+                                                         "whose names hold this host's paths)")] = False,
     db: DbOpt = None,
 ) -> None:
-    """Write the matrix, candidates and runs as static files any static host can serve."""
+    """Write the matrix, candidates and runs (the catalog's) as static files any static host can serve."""
     from api.publish import publish as publish_site
 
     store = open_store(db, create=False)
     try:
-        res = publish_site(store, directory, force=force)
+        res = publish_site(store, directory, "all" if show_all else "catalog", force=force)
     except OSError as e:
         raise InputError(f"{directory}: cannot write the site there: {e.strerror or e}")
     err.print(f"{directory}: {res.pages} files, {res.bytes / 1e6:.1f} MB"
               + (f"; not published: {', '.join(res.skipped[:5])}" if res.skipped else ""), markup=False)
+    if res.dead:  # a page links to what the site does not hold: a defect of the pages, said plainly
+        err.print(f"warning: {len(res.dead)} links name no published file: {', '.join(res.dead[:5])}",
+                  markup=False)

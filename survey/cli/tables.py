@@ -25,8 +25,8 @@ def table_cmd(
     columns: Annotated[Optional[str], typer.Option(
         "--columns", help="the docs table's columns: a comma list of source, platform, triton, choices, rocprofiler, "
                           "cupti, roctracer, instrumentation, capture, evidence; or additions to the default "
-                          "(source,triton,choices,rocprofiler) such as +capture,+platform. A column with nothing "
-                          "to show is left out")] = None,
+                          "(source,triton,choices,rocprofiler) such as +capture,+platform. A default column with "
+                          "nothing to show is left out; a column named here is always shown")] = None,
     width: Annotated[Optional[int], typer.Option(
         "--width", min=40, help="grid: fit it to this many columns (default: the terminal's width; output that "
                                 "is not a terminal is as wide as the grid)")] = None,
@@ -57,7 +57,7 @@ def table_cmd(
     store = open_store(db, create=False)
     with store.session() as s:
         if fmt in ("md", "html"):
-            docs = docs_table.build(s, scope, keys, documented)
+            docs = docs_table.build(s, scope, keys, documented, keep=docs_table.named_columns(columns))
             text = docs.markdown() if fmt == "md" else docs.html()
             empty = not docs.rows
         else:
@@ -180,7 +180,9 @@ def diff_cmd(
     if d["same"]:
         out.print("no differences in registry, modes, libraries or captures")
     for key, val in d["fields"].items():
-        out.print(terminal(f"  {key}: {text(val['a'])} -> {text(val['b'])}"), markup=False)
+        absent = FIELD_ABSENT.get(key, "unknown")
+        out.print(terminal(f"  {FIELD_WORDS.get(key, key)}: {_words(val['a'], absent)} -> {_words(val['b'], absent)}"),
+                  markup=False)
     for section in ("environment", "modes", "libraries", "captures"):
         if d[section]:
             t = Table(title=section, show_header=True)
@@ -188,6 +190,23 @@ def diff_cmd(
             t.add_column("a")
             t.add_column("b")
             for c in d[section]:
-                t.add_row(rich_text(text(c["key"])), rich_text(text(c["a"])), rich_text(text(c["b"])))
+                t.add_row(rich_text(text(c["key"])), rich_text(_words(c["a"], SECTION_ABSENT[section])),
+                          rich_text(_words(c["b"], SECTION_ABSENT[section])))
             out.print(t)
     raise typer.Exit(code)
+
+
+# How `survey diff` says what one run has and the other has not (never Python's None or a list's repr).
+SECTION_ABSENT = {"environment": "not installed", "modes": "not checked", "libraries": "not looked up",
+                  "captures": "no capture"}
+FIELD_ABSENT = {"profilers": "not read", "cli_backends": "not read", "image_digest": "no image"}
+FIELD_WORDS = {"triton_version": "Triton", "profilers": "registry (get_available_profilers)",
+               "cli_backends": "proton CLI -b choices", "image_digest": "image digest", "probe_version": "probe"}
+
+
+def _words(value: object, absent: str) -> str:
+    if value is None:
+        return absent
+    if isinstance(value, (list, tuple)):
+        return ", ".join(str(v) for v in value) if value else "none"
+    return str(value)

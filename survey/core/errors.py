@@ -26,15 +26,43 @@ class UsageProblem(SurveyError):
     exit_code = exitcodes.USAGE
 
 
-def choose(value: str, choices: tuple[str, ...] | list[str], what: str) -> str:
-    """``value`` if it is one of ``choices``, else a usage error that suggests the nearest."""
-    if value in choices:
-        return value
+# Other spellings of a choice, suggested (never taken silently): `--format markdown` -> md.
+ALIASES = {"markdown": "md", "htm": "html", "table": "grid", "text": "md", "tsv": "csv"}
+
+
+def nearest(value: str, choices: tuple[str, ...] | list[str]) -> str | None:
+    """The choice ``value`` was most likely meant to be: the same but for case, an
+    alias, a choice it begins (``captur`` -> ``capture``) or the closest spelling
+    (``cuptii`` -> ``cupti``, ``triton3.8.0`` -> ``triton-3.8.0``); None if none is close."""
     import difflib
 
-    near = difflib.get_close_matches(value, list(choices), n=1)
-    hint = f"did you mean {near[0]!r}? " if near else ""
-    raise UsageProblem(f"unknown {what} {value!r}; {hint}one of {', '.join(choices)}", field=what)
+    options = [c for c in choices if c]
+    folded = {c.lower(): c for c in options}
+    low = value.strip().lower()
+    if low in folded:
+        return folded[low]
+    if ALIASES.get(low) in options:
+        return ALIASES[low]
+    starts = [c for c in options if len(low) >= 3 and c.lower().startswith(low)]
+    if len(starts) == 1:
+        return starts[0]
+    near = difflib.get_close_matches(low, list(folded), n=1, cutoff=0.75)
+    return folded[near[0]] if near else None
+
+
+def did_you_mean(value: str, choices: tuple[str, ...] | list[str]) -> str:
+    """``"did you mean 'x'? "`` or ``""``: to put in front of the list of choices."""
+    near = nearest(value, choices)
+    return f"did you mean {near!r}? " if near is not None else ""
+
+
+def choose(value: str, choices: tuple[str, ...] | list[str], what: str, where: str | None = None) -> str:
+    """``value`` if it is one of ``choices``, else a usage error that suggests the nearest
+    (``where``: what was typed, when ``value`` is a part of it: ``--only cuptii:pcsampling``)."""
+    if value in choices:
+        return value
+    raise UsageProblem(f"{where + ': ' if where else ''}unknown {what} {value!r}; "
+                       f"{did_you_mean(value, choices)}one of {', '.join(choices)}", field=what)
 
 
 # ---- bad input -------------------------------------------------------------

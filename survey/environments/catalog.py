@@ -29,7 +29,8 @@ class Entry(BaseModel):
     name: str = Field(pattern=CATALOG_PATTERN, max_length=MAX_NAME)
     label: str | None = None
     pip: str | list[str] | None = None
-    python: str | None = None
+    python: str | None = Field(default=None, description="an interpreter: a path (relative to the catalog file), "
+                                                         "a venv's directory, or a name on PATH")
     image: str | None = None
     index_url: str | None = None
     extra_index_urls: list[str] = Field(default_factory=list)
@@ -147,4 +148,12 @@ def load(path: str | Path | None = None) -> Catalog:
     dupes = {n for n in cat.names() if cat.names().count(n) > 1}
     if dupes:
         raise CatalogError(f"catalog {p}: duplicate candidate names {sorted(dupes)}", field="candidate.name")
+    from survey.environments.launchers.python import interpreter_path
+
+    base = p.absolute().parent  # a relative interpreter is relative to the catalog, not to where survey runs
+    for entry in cat.candidate:
+        if entry.python:
+            entry.python = interpreter_path(entry.python, base)
+        if entry.pip and entry.interpreter:
+            entry.interpreter = interpreter_path(entry.interpreter, base)
     return cat

@@ -83,6 +83,54 @@ def bundle_bytes(with_stubs: bool = True) -> bytes:
         return _bundle_cache[key]
 
 
+_running_lock = threading.Lock()
+_running: set[int] = set()  # the process groups of the probes running now
+
+
+def _descendants(pid: int) -> list[int]:
+    """Every process below ``pid`` (Linux /proc; none elsewhere): the probe runs each
+    check in a session of its own, so its group alone does not hold them."""
+    parents: dict[int, list[int]] = {}
+    try:
+        entries = os.listdir("/proc")
+    except OSError:
+        return []
+    for entry in entries:
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat", "rb") as f:
+                stat = f.read()
+        except OSError:
+            continue
+        ppid = int(stat[stat.rfind(b")") + 2:].split()[1])
+        parents.setdefault(ppid, []).append(int(entry))
+    out, todo = [], [pid]
+    while todo:
+        kids = parents.get(todo.pop(), [])
+        out += kids
+        todo += kids
+    return out
+
+
+def stop_all() -> None:
+    """Kill every probe running now, with the checks it started (``survey run``
+    interrupted): their callers then see a killed probe."""
+    with _running_lock:
+        groups = list(_running)
+    for pgid in groups:
+        for pid in _descendants(pgid):
+            for kill in (os.killpg, os.kill):
+                try:
+                    kill(pid, signal.SIGKILL)
+                except OSError:
+                    pass
+        try:
+            os.killpg(pgid, signal.SIGKILL)
+        except OSError:
+            pass
+
+
 def run_bundle(
     prefix: Sequence[str],
     args: Sequence[str],
@@ -95,8 +143,19 @@ def run_bundle(
     """Run ``prefix -c BOOTSTRAP <args>`` with the bundle on stdin."""
 
     argv = [*prefix, "-c", BOOTSTRAP, *args]
-    res = runner.run(argv, env, timeout, stdin_data=bundle_bytes(with_stubs), on_timeout=on_timeout,
-                     keep_stdout=True)
+    started: list[int] = []
+
+    def on_start(pid: int) -> None:
+        started.append(pid)
+        with _running_lock:
+            _running.add(pid)
+
+    try:
+        res = runner.run(argv, env, timeout, stdin_data=bundle_bytes(with_stubs), on_timeout=on_timeout,
+                         keep_stdout=True, on_start=on_start)
+    finally:
+        with _running_lock:
+            _running.difference_update(started)
     if res.get("spawn_error"):
         raise NotAPython(f"cannot run {prefix[0]}: {res['spawn_error'].split(': ', 1)[-1]}")
     return BundleOutput(res["exit_code"], res["stdout"], res["stderr"], res["timed_out"], res["duration_s"])

@@ -15,17 +15,18 @@ One resolver for the CLI and the API alike. A target is, in this order:
 from __future__ import annotations
 
 import os
+import re
 import shutil
 from dataclasses import dataclass, field
 from typing import Any
 
 from sqlalchemy.orm import Session
 
-from survey.core.errors import UnknownTarget
+from survey.core.errors import UnknownTarget, did_you_mean
 from survey.environments.catalog import Catalog, Entry
 from survey.environments.launchers import Launcher
 from survey.environments.launchers.pip import PipLauncher
-from survey.environments.launchers.python import PythonLauncher
+from survey.environments.launchers.python import PythonLauncher, interpreter_path, is_venv
 from survey.evidence import queries
 from survey.evidence.identity import Resolved
 
@@ -68,8 +69,18 @@ def make_launcher(entry: Entry, *, engine: str | None = None, pull: str = "missi
     return ImageLauncher(entry.image, engine=engine, pull=pull, python=entry.interpreter)
 
 
+_BIN_PYTHON = re.compile(r"(^|/)bin/python[0-9.]*$")
+
+
 def looks_like_path(text: str) -> bool:
-    return text.startswith((".", "/", "~")) or os.sep in text and os.path.exists(text)
+    """A file path rather than an image reference: it starts with ``.``, ``/`` or ``~``,
+    or holds a ``/`` and exists, or its first part is a directory here, or it ends in
+    ``bin/python`` (``venv/bin/python``, there or not: never an image to pull)."""
+    if text.startswith((".", "/", "~")):
+        return True
+    if os.sep not in text or any(c in text for c in ":@"):
+        return False
+    return os.path.exists(text) or os.path.isdir(text.split(os.sep, 1)[0]) or bool(_BIN_PYTHON.search(text))
 
 
 def looks_like_image(text: str) -> bool:
@@ -102,34 +113,56 @@ def resolve(s: Session, text: str, catalog: Catalog, *, engine: str | None = Non
     if stored is not None:
         launcher = _launcher_for_stored(stored.kind, stored.spec or {}, engine, pull)
         return Target(text, "stored", stored.name, stored.label, stored.kind, stored.spec or {}, None, None, launcher)
-    if looks_like_path(text) or (os.sep not in text and ":" not in text and shutil.which(text)):
-        from survey.environments.launchers.python import PythonLauncher
-
-        path = os.path.expanduser(text)
+    how = kind_of(s, text, catalog)
+    if how == "interpreter":
+        path = interpreter_path(text)
         return Target(text, "interpreter", None, None, "python", {"python": path}, None, None, PythonLauncher(path))
-    if looks_like_image(text):
-        from survey.environments.launchers.image import ImageLauncher
+    from survey.environments.launchers.image import ImageLauncher
 
-        return Target(text, "image", None, None, "image", {"image": text}, None, None,
-                      ImageLauncher(text, engine=engine, pull=pull))
+    return Target(text, "image", None, None, "image", {"image": text}, None, None,
+                  ImageLauncher(text, engine=engine, pull=pull))
+
+
+def kind_of(s: Session, text: str, catalog: Catalog) -> str:
+    """What ``text`` names, without obtaining anything: ``catalog``, ``stored``,
+    ``interpreter`` or ``image``; a name that is none of them is UnknownTarget, which
+    suggests the catalog entry or stored candidate it was likely meant to be."""
+    if catalog.get(text) is not None:
+        return "catalog"
+    names = [c.name for c in queries.candidates(s)]
+    if text in names:
+        return "stored"
+    if looks_like_path(text) or (os.sep not in text and ":" not in text and (shutil.which(text) or is_venv(text))):
+        return "interpreter"
+    if looks_like_image(text):
+        return "image"
+    near = did_you_mean(text, [*catalog.names(), *names])
     raise UnknownTarget(
         f"{text!r} is not a catalog entry, a stored candidate, an interpreter (a path or a name on PATH) "
-        "or an image reference",
-        hint=f"catalog entries: {', '.join(catalog.names())}",
+        "or an image reference" + (f"; {near.strip()}" if near else ""),
+        hint=f"catalog entries: {', '.join(catalog.names())}", field="target",
     )
 
 
 def stored_candidate(s: Session, text: str) -> str | None:
     """The stored candidate ``text`` names, without obtaining anything: a candidate
-    name, an interpreter's prefix or spelling, or an image reference."""
-    names = [c.name for c in queries.candidates(s)]
-    wanted = [text, f"python:{text}", f"python:{os.path.expanduser(text)}", f"image:{text}",
-              f"image:{qualify_image(text)}"]
+    name; an interpreter, as its environment's directory (``python:PREFIX``, the name
+    an interpreter is stored under) or its ``PREFIX/bin/python``, or as it was spelled
+    when stored; or an image reference."""
+    cands = queries.candidates(s)
+    names = [c.name for c in cands]
+    wanted = [text, f"python:{text}", f"image:{text}", f"image:{qualify_image(text)}"]
+    if looks_like_path(text):
+        path = interpreter_path(text)
+        wanted += [f"python:{path}"]
+        if _BIN_PYTHON.search(path):  # PREFIX/bin/python -> PREFIX
+            wanted.append(f"python:{os.path.dirname(os.path.dirname(path))}")
     for w in wanted:
         if w in names:
             return w
-    for c in queries.candidates(s):
-        if c.kind == "python" and (c.spec or {}).get("python") == text:
+    spelled = {text, interpreter_path(text)} if looks_like_path(text) else {text}
+    for c in cands:
+        if c.kind == "python" and (c.spec or {}).get("python") in spelled:
             return c.name
     return None
 

@@ -17,7 +17,7 @@ from sqlalchemy.orm import Session, selectinload
 from db import models as m
 from probes import outcomes as O
 from survey.core.ages import age_text as age_text  # re-exported: callers read it here
-from survey.core.errors import UnknownTarget
+from survey.core.errors import UnknownTarget, did_you_mean
 from survey.evidence.identity import platform_label
 
 if TYPE_CHECKING:
@@ -128,7 +128,8 @@ def find_candidate(s: Session, name: str) -> m.Candidate | None:
 def get_candidate(s: Session, name: str) -> m.Candidate:
     c = find_candidate(s, name)
     if c is None:
-        raise UnknownTarget(f"no candidate named {name!r} in the store",
+        near = did_you_mean(name, list(s.scalars(select(m.Candidate.name))))
+        raise UnknownTarget(f"no candidate named {name!r} in the store" + (f"; {near.strip()}" if near else ""),
                             hint="`survey run` surveys the catalog; `survey table --all` lists what is stored")
     return c
 

@@ -62,12 +62,12 @@ from typing import Any
 from db import widths
 from survey.core.errors import (
     FleetUnavailable,
-    InputError,
     InvalidReport,
     StoreUnusable,
     SurveyError,
     TargetError,
     Unobtainable,
+    UsageProblem,
 )
 from survey.environments.catalog import Entry, platform_matches
 from survey.evidence.identity import PlatformId
@@ -266,7 +266,7 @@ def _check_reachable(address: str) -> None:
     hostport = address.split("://", 1)[1] if "://" in address else address
     host, _, port = hostport.rpartition(":")
     if not host or not port.isdigit():
-        raise InputError(f"--ray {address!r}: give auto, HOST:PORT (the head's GCS, usually port 6379) "
+        raise UsageProblem(f"--ray {address!r}: give auto, HOST:PORT (the head's GCS, usually port 6379) "
                          "or ray://HOST:PORT")
     try:
         socket.create_connection((host.strip("[]"), int(port)), timeout=5).close()

@@ -9,6 +9,7 @@ complete run for this probe version are not probed again.
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -31,7 +32,7 @@ from survey.evidence.ingest import find_unchanged, ingest, record_failure
 @dataclass
 class Outcome:
     name: str
-    status: str  # probed | unchanged | unobtainable | failed
+    status: str  # probed | unchanged | unobtainable | failed | interrupted (nothing stored)
     run_id: int | None
     message: str
     duration_s: float
@@ -64,6 +65,19 @@ class Deferred:
 
 
 RETRY_AFTER_S = 6 * 3600.0
+INTERRUPTED = "interrupted"
+_cancelled = threading.Event()  # set when the survey is interrupted (Ctrl-C): nothing more is stored
+
+
+def cancel() -> None:
+    """Stop the survey under way: the probes running now are killed, and the candidates
+    they were probing end ``interrupted`` with nothing stored (the next run probes them)."""
+    _cancelled.set()
+    probe_run.stop_all()
+
+
+def interrupted(name: str, t0: float) -> Outcome:
+    return Outcome(name, INTERRUPTED, None, "interrupted; nothing stored", time.time() - t0)
 
 
 @dataclass
@@ -104,6 +118,8 @@ def survey_one(
     platform = identity.local_platform()
 
     def failed(e: TargetError, status: str) -> Outcome:
+        if _cancelled.is_set():  # the error is the interruption's doing, not the candidate's
+            return interrupted(name, t0)
         error = e.message + (f"\n{e.hint}" if e.hint else "")
         with store.session() as s:
             run_id, new = record_failure(s, name, label=label, kind=kind, spec=spec, position=position,
@@ -138,6 +154,8 @@ def survey_one(
     except TargetError as e:
         return failed(e, "unobtainable" if isinstance(e, Unobtainable) else "failed")
     raw = identity.attach_origin(raw, resolved.origin())
+    if _cancelled.is_set():
+        return interrupted(name, t0)
     report("storing")
     with store.session() as s:
         res = ingest(s, raw, candidate=name, label=label, kind=kind, spec=spec, position=position,
@@ -181,12 +199,22 @@ def in_parallel(items: list[Any], jobs: int, name: Callable[[Any], str], survey:
     cannot be surveyed (SurveyError) is a ``failed`` outcome, not the end of the run."""
 
     def one(item: Any) -> Outcome:
+        if _cancelled.is_set():
+            return interrupted(name(item), time.time())
         try:
             out = survey(item)
         except SurveyError as e:
-            out = Outcome(name(item), "failed", None, e.message, 0.0)
-        on_done(out)
+            out = interrupted(name(item), time.time()) if _cancelled.is_set() else \
+                Outcome(name(item), "failed", None, e.message, 0.0)
+        if out.status != INTERRUPTED:
+            on_done(out)
         return out
 
+    _cancelled.clear()
     with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
-        return list(pool.map(one, items))
+        try:
+            return list(pool.map(one, items))
+        except KeyboardInterrupt:  # Ctrl-C: stop the probes, wait only for their threads to notice
+            cancel()
+            pool.shutdown(wait=False, cancel_futures=True)
+            raise

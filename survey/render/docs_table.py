@@ -47,7 +47,7 @@ from sqlalchemy.orm import Session
 from db import models as m
 from probes import outcomes as O
 from survey.core import errortext
-from survey.core.errors import UsageProblem
+from survey.core.errors import UsageProblem, did_you_mean
 from survey.evidence import queries
 from survey.evidence.queries import iso
 from survey.render import escape
@@ -97,7 +97,8 @@ def parse_columns(spec: str | None) -> list[str]:
         k = x.lstrip("+").lower().strip("`")
         k = ALIASES.get(k, k)
         if k not in HEADERS:
-            raise UsageProblem(f"--columns: unknown column {x.lstrip('+')!r}; one of {', '.join(HEADERS)}")
+            raise UsageProblem(f"--columns: unknown column {x.lstrip('+')!r}; "
+                               f"{did_you_mean(x.lstrip('+'), list(HEADERS))}one of {', '.join(HEADERS)}")
         if k not in keys:
             keys.append(k)
     return ["source", *[k for k in keys if k != "source"]]
@@ -339,10 +340,20 @@ def _documented_cells(row: dict[str, Cell], keys: list[str], claims: list[dict[s
                               " (documented, not measured)", DOCUMENTED_NOTE)
 
 
+def named_columns(spec: str | None) -> set[str]:
+    """The columns ``--columns`` names (``capture`` in ``capture`` or ``+capture``): shown even
+    with nothing in them, which is then the answer; the default columns are left out when empty."""
+    if spec is None or not spec.strip():
+        return set()
+    return set(parse_columns(spec)) - ({"source"} | (set(DEFAULT_KEYS) if spec.strip().startswith("+") else set()))
+
+
 def build(s: Session, scope: str = "catalog", columns: list[str] | None = None,
-          documented_path: str | Path | None = None, with_sections: bool = True) -> DocsTable:
+          documented_path: str | Path | None = None, with_sections: bool = True,
+          keep: set[str] | frozenset[str] = frozenset()) -> DocsTable:
     """The docs table of the store's ``scope`` candidates, with the chosen column
-    keys (default: the reference page's four)."""
+    keys (default: the reference page's four); a column with nothing to show is left
+    out, unless it is in ``keep`` (asked for by name)."""
     keys = list(columns or DEFAULT_KEYS)
     slots = queries.slots(s, scope)
     stability.pooled(s, [sl.complete for sl in slots if sl.complete is not None])  # all in two queries
@@ -388,7 +399,7 @@ def build(s: Session, scope: str = "catalog", columns: list[str] | None = None,
             rows.append(row)
             choices_of.append(first.choices)
     _same_choices(rows, choices_of, keys)
-    keys = [k for k in keys if k == "source" or _has_information(k, rows, many_platforms)]
+    keys = [k for k in keys if k == "source" or k in keep or _has_information(k, rows, many_platforms)]
     table = DocsTable(keys, rows)
     for row in rows:
         for k in keys:
@@ -438,8 +449,15 @@ def md(text: str) -> str:
 
 
 def _wrap(text: str, first: str, rest: str) -> list[str]:
-    return textwrap.wrap(text, width=LINE_LIMIT, initial_indent=first, subsequent_indent=rest,
-                         break_long_words=False, break_on_hyphens=False) or [first.rstrip()]
+    """Lines of at most LINE_LIMIT characters and LINE_LIMIT bytes of UTF-8 (quotes such
+    as “” are three bytes each): the limit holds however a tool counts."""
+    width = LINE_LIMIT
+    while True:
+        lines = textwrap.wrap(text, width=width, initial_indent=first, subsequent_indent=rest,
+                              break_long_words=False, break_on_hyphens=False) or [first.rstrip()]
+        if width <= LINE_LIMIT // 2 or all(len(line.encode()) <= LINE_LIMIT for line in lines):
+            return lines
+        width -= 2
 
 
 def _doc_refs(table: DocsTable) -> dict[str, str]:

@@ -48,7 +48,7 @@ _CAPTURE_NO_ANSWER = (O.NO_GPU, O.DISABLED, O.DEVICES_ENV_REJECTED, O.UNSTABLE)
 Column = tuple[str, str | None]  # (backend, mode)
 
 
-def _column_key(col: Column) -> tuple[int, int]:
+def column_key(col: Column) -> tuple[int, int]:
     return BACKEND_ORDER.get(col[0], 99), MODE_ORDER.get(col[1], 9)
 
 
@@ -113,7 +113,7 @@ def grid_of(rows: list[dict[str, Any]]) -> Grid:
             e.cells[(r["backend"], r["mode_arg"])] = r
     for (name, _p), e in envs.items():
         e.several_platforms = len(platforms[name]) > 1
-    columns = sorted({c for e in envs.values() for c in e.cells}, key=_column_key)
+    columns = sorted({c for e in envs.values() for c in e.cells}, key=column_key)
     measured = {r.get("platform") for r in rows if r["status"] == "measured"}
     return Grid(list(envs.values()), columns, measured)
 

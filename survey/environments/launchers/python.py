@@ -23,6 +23,24 @@ PREFLIGHT = "import sys, json; print(json.dumps([list(sys.version_info[:3]), sys
 PREFETCH_FRESH_S = 10.0
 
 
+def is_venv(path: str) -> bool:
+    """A directory holding ``bin/python``: an environment, named by its directory."""
+    return os.path.isdir(path) and os.path.exists(os.path.join(path, "bin", "python"))
+
+
+def interpreter_path(text: str, base: str | os.PathLike[str] | None = None) -> str:
+    """An interpreter as typed, made absolute (relative to ``base``, else the working
+    directory) so that it names the same file from anywhere. A bare name (``python3``)
+    stays a name looked up on PATH, unless it is a directory there (a venv: ``venv``)."""
+    where = os.fspath(base) if base is not None else os.getcwd()
+    if os.sep not in text and not text.startswith("~") and not os.path.isdir(os.path.join(where, text)):
+        return text
+    path = os.path.expanduser(text)
+    if not os.path.isabs(path):
+        path = os.path.join(where, path)
+    return os.path.normpath(path)
+
+
 class PythonLauncher:
     kind = "python"
 
@@ -48,8 +66,13 @@ class PythonLauncher:
             path = found
         if not os.path.exists(path):
             raise NotAPython(f"{path}: no such file")
-        if os.path.isdir(path):
-            raise NotAPython(f"{path}: is a directory, not a Python interpreter")
+        if os.path.isdir(path):  # a venv (or any prefix): its interpreter
+            inside = next((os.path.join(path, "bin", n) for n in ("python", "python3")
+                           if os.path.exists(os.path.join(path, "bin", n))), None)
+            if inside is None:
+                raise NotAPython(f"{path}: is a directory with no bin/python (give a venv's directory or an "
+                                 "interpreter)")
+            path = inside
         if not os.access(path, os.X_OK):
             raise NotAPython(f"{path}: not executable")
         return path

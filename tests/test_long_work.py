@@ -1,0 +1,104 @@
+"""Long work as a person watches it: `survey run` writing to a log (not a terminal)
+prints whole lines, and Ctrl-C stops it cleanly, saying what was kept."""
+
+from __future__ import annotations
+
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from tests.conftest import survey_cli
+from tests.envs import fake_triton
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def wrapper(root: Path, name: str, behaviour: dict[str, str], **env: str) -> Path:
+    """An interpreter (a shell script that runs this Python) that sees its own fake triton."""
+    pkg = fake_triton(root / name / "pkg", behaviour)
+    exe = root / name / "bin" / "python"
+    exe.parent.mkdir(parents=True)
+    exports = "".join(f"export {k}='{v}'\n" for k, v in env.items())
+    exe.write_text(f"#!/bin/sh\nexport PYTHONPATH='{pkg}'\n{exports}exec '{sys.executable}' \"$@\"\n")
+    exe.chmod(0o755)
+    return exe
+
+
+def test_progress_in_a_log_is_whole_lines(tmp_path: Path) -> None:
+    """Two candidates whose names share their first 28 characters, each unobtainable
+    with an error longer than a terminal line: the log tells them apart, whole."""
+    names = ["rocm-pytorch-rocm10.0-ubuntu26.04-py3.14-a", "rocm-pytorch-rocm10.0-ubuntu26.04-py3.14-b"]
+    cat = tmp_path / "c.toml"
+    cat.write_text("".join(f'[[candidate]]\nname = "{n}"\npython = "/nonexistent/no/such/venv/of/{n}/bin/python"\n'
+                           for n in names))
+    r = survey_cli("run", "--catalog", str(cat), "--no-table", "--db", f"sqlite:///{tmp_path / 's.db'}")
+    assert r.returncode == 0, r
+    for n in names:
+        line = next((ln for ln in r.stderr.splitlines() if ln.startswith(f"{n}: unobtainable")), None)
+        assert line is not None, r.stderr
+        assert line.endswith(f"/nonexistent/no/such/venv/of/{n}/bin/python: no such file"), line
+        assert len(line) > 80 and "…" not in line
+
+
+def runs(db: Path) -> list[tuple[str, str]]:
+    if not db.exists():
+        return []
+    with sqlite3.connect(db) as c:
+        try:
+            return c.execute("select c.name, r.status from runs r join candidates c on c.id = r.candidate_id"
+                             ).fetchall()
+        except sqlite3.OperationalError:  # the schema is not there yet
+            return []
+
+
+def test_ctrl_c_stops_the_survey_and_says_what_was_stored(tmp_path: Path) -> None:
+    """A real `survey run` over two interpreters: the first is stored, the second's
+    Proton hangs. SIGINT (Ctrl-C) then: exit 130, the display stopped, one line saying
+    what was stored, and nothing recorded for the candidate that was interrupted."""
+    hanging = tmp_path / "hanging"
+    quick = wrapper(tmp_path, "quick", {})
+    hangs = wrapper(tmp_path, "hangs", {"cupti": "hang"}, FAKE_TRITON_HANGING=str(hanging))
+    cat = tmp_path / "c.toml"
+    cat.write_text(f'[[candidate]]\nname = "quick"\npython = "{quick}"\n'
+                   f'[[candidate]]\nname = "hangs"\npython = "{hangs}"\n')
+    db = tmp_path / "s.db"
+    log = tmp_path / "run.log"
+    with log.open("wb") as out:
+        proc = subprocess.Popen([sys.executable, "-m", "survey", "run", "--catalog", str(cat), "--jobs", "1",
+                                 "--timeout", "3000", "--no-table", "--db", str(db)], cwd=ROOT, stdout=out,
+                                stderr=subprocess.STDOUT, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 300
+        while not hanging.exists():  # the second candidate's probe is in proton.start, which never returns
+            assert proc.poll() is None, log.read_text()
+            assert time.monotonic() < deadline, log.read_text()
+            time.sleep(0.1)
+        assert runs(db) == [("quick", "complete")]
+        proc.send_signal(signal.SIGINT)
+        code = proc.wait(timeout=120)  # not the hour the hang would take, nor the check's 3000 s timeout
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    text = log.read_text()
+    assert code == 130, text
+    assert "interrupted: 1 stored; run again to resume" in text.splitlines()[-1], text
+    assert "Traceback" not in text
+    assert runs(db) == [("quick", "complete")]  # nothing recorded for the candidate cut short
+    assert not processes_with(str(hanging))  # the hanging check was killed with its probe
+
+
+def processes_with(text: str) -> list[str]:
+    """The processes whose environment holds ``text``."""
+    found = []
+    for entry in os.listdir("/proc"):
+        try:
+            if entry.isdigit() and text.encode() in Path(f"/proc/{entry}/environ").read_bytes():
+                found.append(entry)
+        except OSError:
+            pass
+    return found
