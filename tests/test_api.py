@@ -370,6 +370,7 @@ def assert_write_locked(store: Store) -> None:
             other.rollback()
 
 
+@pytest.mark.both_stores
 def test_reads_do_not_wait_for_a_writer(client: Client, filled_store: Store) -> None:
     before = client.get("/matrix.json").json()
     with filled_store.engine.connect() as writer:  # its own connection, in a transaction until rolled back
@@ -690,6 +691,7 @@ def test_gpu_matrix_and_run_page_show_the_captures(gpu_store: Store, make_client
 
 
 # --------------------------------------------------------------------------- upload
+@pytest.mark.both_stores
 def test_upload_new_then_duplicate(store: Store, make_client: Any) -> None:
     c = make_client(store, token=TOKEN)
     raw = report_bytes("cpu-triton-3.9.0.json")

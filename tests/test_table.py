@@ -423,7 +423,6 @@ OVERFLOW = """() => {
 
 
 @pytest.mark.browser
-@pytest.mark.parametrize("store_url", ["sqlite"], indirect=True)
 def test_the_markdown_table_fits_1000_px_in_chromium(catalog_store: Store, tmp_path: Path) -> None:
     """GitHub-like rendering of `survey table --format md` in Debian's chromium at
     1000 px: no horizontal overflow anywhere (DOM geometry); the screenshot is

@@ -9,6 +9,7 @@ import json
 from concurrent.futures import ThreadPoolExecutor
 
 import httpx
+import pytest
 from sqlalchemy import func, select
 
 from api.app import create_app
@@ -16,6 +17,8 @@ from db import models as m
 from db.store import Store
 from tests.conftest import report_bytes
 from tests.test_api_hostile import Server
+
+pytestmark = pytest.mark.both_stores  # the store itself is under test
 
 TOKEN = "writers-token"
 WRITERS, EACH = 8, 50
