@@ -5,7 +5,7 @@ the host ships this package whole (as a zip on stdin) into the target interprete
 which may be a container image that has never seen us.
 
 The report it prints is the one contract every other layer reads; its shape is
-published as ``schema/probe-report.v1.schema.json`` and changes only with a bump of
+published as ``schema/probe-report.v2.schema.json`` and changes only with a bump of
 ``SCHEMA_VERSION``.
 """
 

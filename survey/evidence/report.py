@@ -1,6 +1,6 @@
 """The probe report (schema version 2; version 1 still read) as typed models.
 
-This is the one contract every layer reads. ``schema/probe-report.v1.schema.json``
+This is the one contract every layer reads. ``schema/probe-report.v2.schema.json``
 is generated from these models (``survey schema``) and a test keeps the committed
 file in step; changing the shape means a new ``SCHEMA_VERSION`` and a migration.
 The vocabularies are spelled out here for the type checker and tested against
