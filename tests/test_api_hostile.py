@@ -1,4 +1,4 @@
-"""The service under hostile input, concurrency and bad configuration (issue 11).
+"""The service under hostile input, concurrency and bad configuration.
 
 Names that carry control or bidi characters, duplicate uploads under another
 name, unbounded reads (long lists, 8 MiB of evidence, reports nested deep),
@@ -336,7 +336,7 @@ def nested(depth: int = 60, copies: int = 4000) -> bytes:
     return json.dumps(data).encode()
 
 
-# The documented ceilings (README: "The service" / response sizes).
+# The documented ceilings (docs/service.md: response sizes).
 MAX_HTML = 2 * MiB
 MAX_MD = 2 * MiB
 

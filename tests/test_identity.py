@@ -1,4 +1,4 @@
-"""Evidence identity (issue 9): what was probed, on which machine, told the same way every time.
+"""Evidence identity: what was probed, on which machine, told the same way every time.
 
 Each reproduction of the issue is a test here; the environments are real (venvs made
 with ``python -m venv``, real reports from tests/fixtures/reports)."""

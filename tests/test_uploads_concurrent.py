@@ -1,4 +1,4 @@
-"""Concurrent uploads over HTTP (issue 11): 8 writers x 50 uploads, each creating a new
+"""Concurrent uploads over HTTP: 8 writers x 50 uploads, each creating a new
 candidate, against a real uvicorn server on 127.0.0.1, on SQLite and PostgreSQL. Every
 upload is acknowledged (201, or 200 for a duplicate), no connection is reset, and the
 stored runs are exactly the acknowledged ones. Timing is bench/bench_load.py's job."""
