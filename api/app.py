@@ -2,7 +2,8 @@
 
 One URL per resource, many formats: ``/matrix`` is the HTML page, ``/matrix.json``,
 ``/matrix.csv`` and ``/matrix.md`` the same resource as JSON, CSV and Markdown
-(the docs table). Views are thin: the answers come from ``survey.evidence``.
+(the docs table). Views are thin: the answers come from ``survey.verdicts`` over
+``survey.evidence.queries``.
 
 ================================  =============================================
 ``/matrix``                       every candidate x backend x mode (filters:

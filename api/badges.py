@@ -8,7 +8,7 @@ where the answer came from a stub library, or "not measured"; where platforms
 disagree it says so, and ``?platform=KEY`` picks one. Cached per matrix version.
 
 Badges are images to embed, not API resources: they are left out of the OpenAPI
-document (README, "The service", lists them).
+document (docs/service.md lists them).
 """
 
 from __future__ import annotations

@@ -10,6 +10,7 @@ from api import formats
 from api.errors import ApiError
 from api.schemas import Health
 from db.outage import classify
+from probes import SCHEMA_VERSION
 from survey.evidence.report import json_schema
 
 
@@ -37,6 +38,6 @@ def routes(router: APIRouter) -> None:
     router.add_api_route("/", root, methods=["GET"], include_in_schema=False)
     router.add_api_route("/healthz", healthz, methods=["GET"], summary="Is the service up and its store readable?",
                          response_class=Response, responses={200: {"model": Health}})
-    router.add_api_route("/schema.json", schema, methods=["GET"], summary="JSON Schema of the probe report (v1)",
-                         response_class=Response,
+    router.add_api_route("/schema.json", schema, methods=["GET"],
+                         summary=f"JSON Schema of the probe report (v{SCHEMA_VERSION})", response_class=Response,
                          responses={200: {"content": {"application/json": {}}, "description": "JSON Schema"}})

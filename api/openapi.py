@@ -22,6 +22,7 @@ from fastapi import FastAPI
 from fastapi.openapi.utils import get_openapi
 
 from api.upload import INT_MAX, INT_MIN
+from probes import SCHEMA_VERSION
 from survey.evidence.report import json_schema
 
 MAX_ENUM = 1000
@@ -75,7 +76,7 @@ def base(app: FastAPI) -> dict[str, Any]:
     doc.setdefault("components", {}).setdefault("schemas", {}).update(defs)
     upload = doc["paths"]["/runs"]["post"]
     upload["requestBody"]["content"]["application/json"]["schema"] = {
-        **report, "description": "a probe report, schema version 1 (also served at /schema.json)"}
+        **report, "description": f"a probe report, schema version {SCHEMA_VERSION} (also served at /schema.json)"}
     for status in ("200", "201"):  # where the stored run and its candidate are
         upload["responses"][status]["links"] = {
             "run": {"operationRef": "#/paths/~1runs~1{run_id}.json/get",

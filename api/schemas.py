@@ -1,6 +1,6 @@
 """Response models, for the OpenAPI document (``/docs``, ``/openapi.json``).
 
-Bodies are built as plain dicts by the views (most mirror ``survey.evidence``);
+Bodies are built as plain dicts by the views (most mirror ``survey.verdicts``);
 these models describe them. Evidence fields are open (``extra="allow"``): their
 shape is the probe report's, see ``/schema.json``.
 """

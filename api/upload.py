@@ -44,6 +44,7 @@ from api.errors import ApiError
 from api.schemas import ErrorResponse, UploadResponse
 from db import widths
 from db.store import Store
+from probes import SCHEMA_VERSION
 from survey.environments import catalog as catalog_mod
 from survey.evidence.ingest import IngestResult
 from survey.evidence.report import MAX_INT, Report, out_of_bounds
@@ -218,5 +219,6 @@ def routes(router: APIRouter) -> None:
             422: {**err, "description": "not a valid probe report; `field` names the first failing field"},
         },
         openapi_extra={"requestBody": {"required": True, "content": {"application/json": {
-            "schema": {"type": "object", "description": "a probe report, schema version 1 (see /schema.json)"}}}}},
+            "schema": {"type": "object",
+                       "description": f"a probe report, schema version {SCHEMA_VERSION} (see /schema.json)"}}}}},
     )

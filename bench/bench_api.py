@@ -44,7 +44,7 @@ sys.path.insert(0, str(ROOT))
 FIXTURES = ROOT / "tests" / "fixtures" / "reports"
 VERSIONS = ("3.6.0", "3.7.1", "3.8.0", "3.9.0")
 
-# The matrix rows of survey.evidence.matrix, as one SQL query datasette can run.
+# The matrix rows of survey.verdicts.matrix, as one SQL query datasette can run.
 MATRIX_SQL = """
 WITH latest AS (
   SELECT candidate_id, MAX(id) AS run_id FROM runs WHERE status = 'complete' GROUP BY candidate_id

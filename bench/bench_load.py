@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""The service under load (issue 11), as figures next to their goals, measured in one run.
+"""The service under load, as figures next to their goals, measured in one run.
 
 1. Writes: 8 writers x 50 uploads, each creating a new candidate, against `survey serve`
    (uvicorn) on a fresh SQLite store: p50/p99 of one upload, statuses, stored rows.

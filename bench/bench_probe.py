@@ -6,7 +6,7 @@ the least any check of Proton can cost. The probe runs every check (facts,
 registry, CLI, libraries, 14 ``proton.start`` checks, stub reruns) in processes
 of their own; this reports its wall time over the floor, with and without the
 zygote, for each ``--jobs`` value, and how many interpreters it started, next to
-the goal (issue 13: the probe at most 3x its floor), with the load average each
+the goal (the probe at most 3x its floor), with the load average each
 figure was measured under (other work on the machine shows up in the ratios).
 
 Every configuration runs one unmeasured probe first: the figures are the steady
@@ -33,7 +33,7 @@ import sys
 import tempfile
 import time
 
-GOAL = 3.0  # issue 13: the probe (zygote) at most 3x its floor
+GOAL = 3.0  # the probe (zygote) at most 3x its floor
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
 from probes import bundle  # noqa: E402

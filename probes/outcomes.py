@@ -23,7 +23,7 @@ CRASH = "crash"  # killed by a signal
 TIMEOUT = "timeout"  # killed at the probe's timeout
 ERROR = "error"  # not recognised: the raw message is kept, nothing is guessed
 UNSTABLE = "unstable"  # repeated attempts of one check disagreed (the counts are kept)
-# Capture-only outcomes (GELU payload, issue 6).
+# Capture-only outcomes (the GELU payload).
 SELF_CHECK_FAILED = "self_check_failed"  # kernel ran, result wrong (payload exit 1)
 HANG_AFTER_CAPTURE = "hang_after_capture"  # capture written, process never exited
 EMPTY_CAPTURE = "empty_capture"  # payload passed, Proton wrote a capture with no kernel records

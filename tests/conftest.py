@@ -43,9 +43,21 @@ def pg_url(pg_server: PgServer) -> Iterator[str]:
     pg_server.drop_database(name)
 
 
-@pytest.fixture(params=["sqlite", "postgresql"])
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    """A test that uses a store runs on SQLite; one marked ``both_stores`` (what the database
+    itself decides: transactions, locking, types, constraints, NUL, time zones, ordering,
+    migrations, opening) runs on PostgreSQL too."""
+    if "store_url" not in metafunc.fixturenames:
+        return
+    if any("store_url" in str(mark.args[0]) for mark in metafunc.definition.iter_markers("parametrize")):
+        return  # the test names its stores itself
+    both = metafunc.definition.get_closest_marker("both_stores") is not None
+    metafunc.parametrize("store_url", ["sqlite", "postgresql"] if both else ["sqlite"], indirect=True)
+
+
+@pytest.fixture
 def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
-    """Every test of the store runs on SQLite and on PostgreSQL."""
+    """A new store's URL: SQLite, or PostgreSQL for tests marked ``both_stores``."""
     if request.param == "sqlite":
         return f"sqlite:///{tmp_path / 'survey.db'}"
     return str(request.getfixturevalue("pg_url"))

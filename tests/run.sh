@@ -3,11 +3,14 @@
 #
 #   tests/run.sh            every tier: lint, types, fast, integration (real PyPI triton
 #                           wheels), podman (real images), browser (chromium), schemathesis
-#                           (the service against its OpenAPI document, ~10,000 cases), fleet
+#                           (the service against its OpenAPI document, ~12,000 cases), fleet
 #                           (a local Ray cluster)
-#   tests/run.sh --fast     the fast tier only (no downloads beyond the Python deps and,
-#                           when missing, Debian's postgresql: store tests run on SQLite and PostgreSQL)
+#   tests/run.sh --fast     lint, types and the fast tier (no downloads beyond the Python deps
+#                           and, when missing, Debian's postgresql)
 #   tests/run.sh ... ARGS   extra arguments go to pytest
+#
+# Tests that use a store run on SQLite; those marked both_stores (what the database itself
+# decides) run on PostgreSQL too (tests/conftest.py).
 #
 # Heavy downloads (triton wheels, the Debian root filesystem) are cached under
 # SURVEY_CACHE (default: .cache/ in the checkout) and reused within and across runs.
@@ -34,13 +37,16 @@ apt_install() {  # Debian packages, installed only when missing
   DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
 }
 
-# Every tier runs the store tests on PostgreSQL too: tests/pgserver.py starts a
+# Every tier runs the both_stores tests on PostgreSQL too: tests/pgserver.py starts a
 # server of its own from /usr/lib/postgresql/*/bin (Debian's postgresql).
 compgen -G "/usr/lib/postgresql/*/bin/pg_ctl" >/dev/null || apt_install postgresql
 
 python3 -m venv .venv
 .venv/bin/python -m pip install -q --upgrade pip
 .venv/bin/python -m pip install -q -e ".[test,browser,bench,fleet]"
+
+.venv/bin/ruff check .
+.venv/bin/mypy
 
 if [ "$fast" = 1 ]; then
   exec .venv/bin/python -m pytest -m "not integration and not podman and not browser and not schemathesis and not fleet" "$@"
@@ -53,6 +59,4 @@ apt_install podman runc debootstrap chromium wrk
 export CONTAINERS_CONF=${CONTAINERS_CONF:-$PWD/.ci/containers.conf}
 PYTHON=.venv/bin/python .ci/build-images
 
-.venv/bin/ruff check .
-.venv/bin/mypy
 .venv/bin/python -m pytest "$@"

@@ -197,6 +197,18 @@ def test_openapi_documents_the_json_side(client: Client) -> None:
     assert client.get("/docs").status_code == 200
 
 
+def test_the_api_reference_names_the_report_schema_it_takes(client: Client) -> None:
+    """The reference pages name the schema version the probe writes, not an older one."""
+    from probes import SCHEMA_VERSION
+
+    spec = client.get("/openapi.json").json()
+    assert f"(v{SCHEMA_VERSION})" in spec["paths"]["/schema.json"]["get"]["summary"]
+    upload = spec["paths"]["/runs"]["post"]["requestBody"]["content"]["application/json"]["schema"]
+    assert f"schema version {SCHEMA_VERSION}" in upload["description"]
+    versions = set(re.findall(r"schema version (\d+)|\(v(\d+)\)", Text(client.get("/docs").text).text))
+    assert {a or b for a, b in versions} == {str(SCHEMA_VERSION)}, versions
+
+
 # --------------------------------------------------------------------------- matrix
 def test_matrix_json_is_the_evidence_matrix(client: Client, filled_store: Store) -> None:
     r = client.get("/matrix.json")
@@ -432,6 +444,7 @@ def assert_write_locked(store: Store) -> None:
             other.rollback()
 
 
+@pytest.mark.both_stores
 def test_reads_do_not_wait_for_a_writer(client: Client, filled_store: Store) -> None:
     before = client.get("/matrix.json").json()
     with filled_store.engine.connect() as writer:  # its own connection, in a transaction until rolled back
@@ -784,6 +797,7 @@ def test_gpu_matrix_and_run_page_show_the_captures(gpu_store: Store, make_client
 
 
 # --------------------------------------------------------------------------- upload
+@pytest.mark.both_stores
 def test_upload_new_then_duplicate(store: Store, make_client: Any) -> None:
     c = make_client(store, token=TOKEN)
     raw = report_bytes("cpu-triton-3.9.0.json")

@@ -65,6 +65,7 @@ def test_a_replayed_answer_is_the_views_answer_byte_for_byte(client: TestClient,
     assert replay.replayed == before + 4
 
 
+@pytest.mark.both_stores
 def test_new_evidence_is_never_answered_from_an_old_record(client: TestClient, store_url: str) -> None:
     old = client.get("/matrix.json")
     assert client.get("/matrix.json").content == old.content

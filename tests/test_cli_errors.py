@@ -29,7 +29,7 @@ def junk(tmp_path: Path) -> dict[str, Path]:
     (["table", "--db", "sqlite:////proc/nope/x.db"], exitcodes.INPUT, "no proton-survey store"),
     (["diff", "run:99999999999999999999999", "1"], exitcodes.INPUT, "no run #99999999999999999999999"),
     (["schema", "--write", "{dir}/no/such/dir/s.json"], exitcodes.INPUT, "cannot write it"),
-    (["no-such-command"], exitcodes.USAGE, ""),
+    (["no-such-command"], exitcodes.USAGE, "No such command 'no-such-command'"),
 ])
 def test_bad_input_is_one_line_and_a_documented_code(junk: dict[str, Path], filled_store, args: list[str],
                                                     code: int, words: str) -> None:

@@ -5,10 +5,12 @@ messages, ``create=False`` and read-only SQLite stores."""
 
 from __future__ import annotations
 
+import datetime as dt
 import hashlib
 import json
 import os
 import pwd
+import re
 import select
 import shutil
 import signal
@@ -25,15 +27,18 @@ from typing import Any
 import pytest
 from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
-from sqlalchemy import create_engine, inspect, text
+from sqlalchemy import create_engine, inspect, text, update
 from sqlalchemy.exc import OperationalError
 
+from db import models
 from db.models import Base
 from db.store import NewerDatabaseError, NoStoreError, Store, StoreError, head_revision, mask_url
 from survey.evidence import queries
 from survey.render import docs_table
 from tests.conftest import report_bytes, survey_cli
 from tests.pgserver import PgServer
+
+pytestmark = pytest.mark.both_stores  # the store itself is under test
 
 ROOT = Path(__file__).resolve().parents[1]
 TABLES = {"candidates", "environments", "runs", "reports", "mode_results", "library_results", "capture_results",
@@ -454,3 +459,77 @@ def test_a_writable_store_is_opened_for_writing_by_a_reader(tmp_path: Path) -> N
     store = Store(f"sqlite:///{tmp_path / 's.db'}", create=False)
     assert not store.read_only and str(store.engine.url) == f"sqlite:///{tmp_path / 's.db'}"
     store.close()
+
+
+# --------------------------------------------------------------------------- the same answers on both stores
+ANSWERS = [
+    "/matrix.json", "/matrix.md", "/matrix.csv", "/matrix", "/candidates.json", "/candidates.md",
+    "/candidates/triton-3.6.0.json", "/candidates/gone.json", "/runs/3.json", "/runs/3.md",
+    "/history.json?candidate=triton-3.6.0&backend=cupti&mode=pcsampling",
+    "/history.json?candidate=gone&backend=cupti&mode=none",
+    "/diff.json?a=triton-3.7.1&b=triton-3.8.0", "/diff.json?a=run:1&b=run:5",
+    "/check.json?target=triton-3.8.0&backend=rocprofiler&mode=pcsampling",
+    "/check.json?target=triton-3.6.0&backend=cupti&mode=pcsampling&platform=sm_90",
+    "/check.json?target=gone&backend=cupti",
+]
+
+
+def fill(store: Store) -> Store:
+    """The real reports, one of them measured on a second platform, and two failed attempts."""
+    from survey.evidence.identity import PlatformId
+    from survey.evidence.ingest import ingest, record_failure
+
+    for pos, v in enumerate(("3.6.0", "3.7.1", "3.8.0", "3.9.0")):
+        with store.session() as s:
+            ingest(s, report_bytes(f"cpu-triton-{v}.json"), candidate=f"triton-{v}", label=f"Triton {v}",
+                   kind="pip", spec={"pip": f"triton=={v}"}, position=pos, source="ingest", scope="catalog")
+    with store.session() as s:
+        ingest(s, report_bytes("h200-sm90-triton-3.6.0.json"), candidate="triton-3.6.0")
+    for error in ("pip failed: no such index", "pip failed: another error"):
+        with store.session() as s:
+            record_failure(s, "gone", label="Gone", kind="pip", spec={"pip": "gone==1"}, position=9, error=error,
+                           scope="catalog", platform=PlatformId("none:x86_64", "none", None, "x86_64", {}))
+    with store.session() as s:  # the attempts' times, as the reports' are: fixed
+        when = dt.datetime(2026, 12, 1, 12, tzinfo=dt.UTC)
+        s.execute(update(models.Run).where(models.Run.status != "complete").values(finished_at=when,
+                                                                                    last_tried_at=when))
+    return store
+
+
+def comparable(text: str) -> str:
+    """The answer without what changes from one store to the next by design: the matrix
+    version (a time of the store's last write) and evidence ages (relative to now)."""
+    text = re.sub(r"\b1\d{9}\.\d+\b", "<version>", text)
+    return re.sub(r"\b\d+ (day|hour|minute|second)s? old\b", "<age>", text)
+
+
+def test_every_answer_is_the_same_on_postgresql_as_on_sqlite(pg_url: str, tmp_path: Path) -> None:
+    """What the service and ``survey table`` answer is computed from the store's rows; the
+    same evidence stored in both databases gives the same bytes (SQLite is what the other
+    tests of those answers run on)."""
+    from fastapi.testclient import TestClient
+
+    from api.app import create_app
+
+    sqlite_url = f"sqlite:///{tmp_path / 'survey.db'}"
+    stores = [fill(Store(sqlite_url)), fill(Store(pg_url))]
+    try:
+        answers = []
+        for store in stores:
+            with TestClient(create_app(store)) as c:
+                got = {}
+                for path in ANSWERS:
+                    r = c.get(path)
+                    assert r.status_code == 200, (store.url, path, r.text[:300])
+                    got[path] = comparable(r.text)
+            for fmt in ("md", "json"):
+                r = survey_cli("table", "--all", "--format", fmt, "--db", store.url)
+                assert r.returncode == 0, r
+                got[f"survey table --format {fmt}"] = comparable(r.stdout)
+            answers.append(got)
+        sqlite, postgresql = answers
+        for what in sqlite:
+            assert postgresql[what] == sqlite[what], what
+    finally:
+        for store in stores:
+            store.close()

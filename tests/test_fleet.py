@@ -225,7 +225,14 @@ def cluster() -> Iterator[Any]:
     import ray
     from ray.cluster_utils import Cluster
 
-    c = Cluster(initialize_head=True, head_node_args={"num_cpus": 1, "resources": {fleet.resource_name(H200): 1}})
+    # Ray declares a node dead after health_check_failure_threshold missed checks, one every
+    # health_check_period_ms (by default 5 checks 3 s apart, each allowed 10 s): here 5 checks 1 s
+    # apart, each still allowed 2 s on a loaded machine, so a node the tests kill is known gone in
+    # seconds rather than half a minute.
+    fast_health_checks = {"health_check_period_ms": 1000, "health_check_timeout_ms": 2000,
+                          "health_check_failure_threshold": 5}
+    c = Cluster(initialize_head=True, head_node_args={"num_cpus": 1, "resources": {fleet.resource_name(H200): 1},
+                                                      "_system_config": fast_health_checks})
     try:
         c.add_node(num_cpus=1, resources={fleet.resource_name(MI300X): 1})
         c.add_node(num_cpus=1, resources={fleet.resource_name(MI300X): 1})

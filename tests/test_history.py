@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import pytest
+
 from db.store import Store
 from survey.evidence.identity import PlatformId
 from survey.evidence.ingest import ingest, record_failure
@@ -29,6 +31,7 @@ def three_runs(store: Store) -> list[int]:
     return [*ids, run_id]
 
 
+@pytest.mark.both_stores
 def test_a_cells_runs_newest_first_with_the_change_marked(store: Store, make_client: Any) -> None:
     old, new, failed = three_runs(store)
     c = make_client(store)

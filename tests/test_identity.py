@@ -1,4 +1,4 @@
-"""Evidence identity (issue 9): what was probed, on which machine, told the same way every time.
+"""Evidence identity: what was probed, on which machine, told the same way every time.
 
 Each reproduction of the issue is a test here; the environments are real (venvs made
 with ``python -m venv``, real reports from tests/fixtures/reports)."""
@@ -233,6 +233,7 @@ def test_migration_keeps_every_run_of_a_store_made_by_the_previous_release(tmp_p
     assert table.returncode == 0 and "| 3.7.1 " in table.stdout
 
 
+@pytest.mark.both_stores
 def test_a_reported_identity_with_a_null_version_is_stored(store: Store) -> None:
     """Found by schemathesis: two distributions of one name, one without a version."""
     data = json.loads(report_bytes("cpu-triton-3.8.0.json"))

@@ -1,4 +1,4 @@
-"""Container images (issue 5): real images, built on this machine by ``.ci/build-images``
+"""Container images: real images, built on this machine by ``.ci/build-images``
 (a Debian bookworm root filesystem with python3 and real Triton wheels from PyPI,
 ``podman import``-ed and layered), probed through podman with ``ImageLauncher``.
 

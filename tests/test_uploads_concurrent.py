@@ -1,4 +1,4 @@
-"""Concurrent uploads over HTTP (issue 11): 8 writers x 50 uploads, each creating a new
+"""Concurrent uploads over HTTP: 8 writers x 50 uploads, each creating a new
 candidate, against a real uvicorn server on 127.0.0.1, on SQLite and PostgreSQL. Every
 upload is acknowledged (201, or 200 for a duplicate), no connection is reset, and the
 stored runs are exactly the acknowledged ones. Timing is bench/bench_load.py's job."""
@@ -9,6 +9,7 @@ import json
 from concurrent.futures import ThreadPoolExecutor
 
 import httpx
+import pytest
 from sqlalchemy import func, select
 
 from api.app import create_app
@@ -16,6 +17,8 @@ from db import models as m
 from db.store import Store
 from tests.conftest import report_bytes
 from tests.test_api_hostile import Server
+
+pytestmark = pytest.mark.both_stores  # the store itself is under test
 
 TOKEN = "writers-token"
 WRITERS, EACH = 8, 50

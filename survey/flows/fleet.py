@@ -272,7 +272,7 @@ def _check_reachable(address: str) -> None:
         socket.create_connection((host.strip("[]"), int(port)), timeout=5).close()
     except OSError as e:
         raise FleetUnavailable(f"no Ray cluster answers at {address}: {e.strerror or e}",
-                               hint="start the head with `ray start --head` (README: Survey a fleet)")
+                               hint="start the head with `ray start --head` (docs/fleet.md)")
 
 
 class _Quiet(logging.Filter):
