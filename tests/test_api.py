@@ -691,7 +691,10 @@ def test_check_md_is_the_whole_answer(client: Client) -> None:
     query = "target=triton-3.8.0&backend=rocprofiler&mode=pcsampling"
     md = client.get(f"/check.md?{query}").text
     whole = client.get(f"/check.json?{query}").json()
-    assert "truncated" not in md and whole["reason"] in md and whole["details"][0] in md
+    from survey.render import escape
+
+    cell = lambda text: escape.markdown(text, cell=True)  # noqa: E731  (a cell's text, Markdown-escaped)
+    assert "truncated" not in md and cell(whole["reason"]) in md and cell(whole["details"][0]) in md
     # a table that is cut names where it is whole: the same question, as JSON
     cut = client.get("/history.md?candidate=triton-3.9.0&backend=rocprofiler&mode=pcsampling").text
     link = cut.rsplit("the whole evidence: ", 1)[1].strip()

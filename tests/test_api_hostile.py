@@ -743,6 +743,7 @@ def test_serve_says_where_it_listens(tmp_path: Path) -> None:
     """Once it listens, `survey serve` prints the URL to open (and which store it serves)."""
     port = _free_port()
     db = tmp_path / "s.db"
+    Store(f"sqlite:///{db}").close()  # serve reads a store: it never makes one
     proc = subprocess.Popen([sys.executable, "-m", "survey", "serve", "--db", f"sqlite:///{db}", "--port", str(port)],
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)
     seen: list[str] = []
