@@ -126,7 +126,7 @@ def test_cli_exit_codes_and_usage(gpu_store) -> None:
 
     r = run("h200", "--backend", "cupti")
     assert r.returncode == 0 and "will run" in r.stdout
-    assert any(f"{unit} old" in r.stdout for unit in ("seconds", "minute", "minutes", "hour", "hours", "days"))
+    assert any(f"{unit} old" in r.stdout for unit in ("seconds", "minute", "minutes", "hour", "hours", "day", "days"))
     assert run("triton-3.7.1", "--backend", "rocprofiler").returncode == 2
     assert run("triton-3.8.0", "--backend", "cupti").returncode == 3
     bogus = run("triton-3.8.0", "--backend", "rocprofilr")

@@ -48,7 +48,10 @@ from survey.verdicts.modes import ModeVerdict, run_verdicts
 YES, NO, UNKNOWN, NOT_APPLICABLE = "yes", "no", "unknown", "not_applicable"
 CAUSES = ("no_triton", "backend_absent", "mode_refused", "library_missing", "capture_failed", "capture_empty",
           "disabled", "devices_env_rejected", "unstable", "crashed", "hung", "unrecognised_error", "no_gpu",
-          "not_checked", "not_probed", "unobtainable")
+          "not_checked", "not_probed", "unobtainable",
+          # an aorta cell's links (survey/aorta/links.py)
+          "not_attached", "environment_unresolved", "mitigation_unresolved", "overlay_not_measured",
+          "recipe_refused", "option_failed")
 
 
 @dataclass
