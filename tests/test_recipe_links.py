@@ -263,7 +263,7 @@ def test_instrumentation_cells_from_the_mixed_kernel_record(fake: str) -> None:
     """Where the report has it: the session that launches an unscoped kernel after a
     scoped one dies (SIGFPE), in the default mode and in mma."""
     for recipe in ("probe-instrumentation.yaml", "probe-instrumentation-env.yaml", "probe-mma-env.yaml",
-                   "probe-mma-cli.yaml"):
+                   "probe-mma-cli.yaml", "probe-cta-cli.yaml"):
         cli = check(fake, RECIPES / recipe, "--aorta-environments", str(SIDECAR), target="fake-gpu",
                     platform="x86_64")
         row = cells_of(cli.stdout)["none-none"]
