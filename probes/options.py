@@ -35,7 +35,8 @@ environment (a backend that does not start cannot say anything about its options
 The ``cli`` check with ``--mode mma`` reads the mode the command line's session
 really compiles with (``triton.knobs.compilation.instrumentation_mode``). The
 ``kernels`` check runs, for instrumentation, the scoped kernel and an unscoped one
-in every iteration of one session, as a workload with both kinds of kernel does.
+in every iteration of one session, as a workload with both kinds of kernel does,
+once in the backend's default mode and once in mma.
 """
 
 from . import records
@@ -51,6 +52,8 @@ GRANULARITIES = ("cta", "warp", "warp_2", "warp_4", "warp_8", "warp_group", "war
 INSTRUMENTATION_MODES = ("default", "mma")
 # A mode the command line is given, to see whether its session uses it.
 CLI_MODE = "mma"
+# The session modes the mixed-kernel check runs in (None: the backend's default).
+MIXED_MODES = (None, "mma")
 # Launches per option capture: each says whether the option works and what it
 # records, not what it costs (an instrumentation trace holds an event per scope,
 # warp and launch: 2.5 million events, 690 MB, for 50 launches of the payload).
@@ -87,8 +90,10 @@ def plan(backends):
         checks.append(("cli", CLI_MODE, {"backend": "instrumentation", "mode": CLI_MODE, "attach": "cli"}))
         # A session that launches an unscoped Triton kernel beside a scoped one, as
         # a real workload does (on the H200, Triton 3.6.0 died of SIGFPE there while
-        # either kernel alone was captured).
-        checks.append(("kernels", "mixed", {"backend": "instrumentation", "mode": None, "kernel": "mixed"}))
+        # either kernel alone was captured), in the backend's default mode and in mma.
+        for session_mode in MIXED_MODES:
+            checks.append(("kernels", "mixed", {"backend": "instrumentation", "mode": session_mode,
+                                                "kernel": "mixed"}))
     return checks
 
 

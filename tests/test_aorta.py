@@ -170,6 +170,8 @@ INVALID = [
      "cells[1].name", ["cell 'a' (cells[1])", "duplicate"]),
     ("unsafe-cell-name", HEAD + cell("", name="'../x'"), "cells[0].name", ["cell '../x'"]),
     ("no-cells", HEAD + "cells: []\n", "cells", ["non-empty list"]),
+    ("mitigations-scalar", HEAD + "cells:\n  - name: a\n    mitigations: none\n    environment: local\n",
+     "cells[0].mitigations", ["cell 'a'", "list of mitigation names", "'none'"]),
     ("mode", HEAD + "mode: sweep\n" + CELL, "mode", ["triage or probe", "'sweep'"]),
     ("probe-axis", "schema_version: 1\nmode: probe\ntrials: 1\nmitigation_axis: [none]\n", "diagnostic_axis",
      ["diagnostic_axis"]),
@@ -470,6 +472,7 @@ for arg in sys.argv[2:]:
         opts = c.effective_collect_options(r.collect_options)
         eff = validate_options(opts.get("proton")) if "proton" in names else None
         cells.append({"name": c.name, "environment": c.environment, "inline": inline.get(c.environment),
+                      "mitigations": list(c.mitigations),
                       "extra_env": {**r.extra_env, **c.extra_env}, "collectors": names, "proton": eff,
                       "proton_mode": mode_argument(eff) if eff else None})
     out[arg] = {"cells": cells}
@@ -486,6 +489,7 @@ def aorta_reads(python: str, paths: list[Path]) -> dict:
 
 def our_reading(r: R.Recipe) -> list[dict]:
     return [{"name": c.name, "environment": c.environment.name if c.environment else None,
+             "mitigations": list(c.mitigations),
              "inline": {"docker": c.environment.docker, "env": c.environment.env}
              if c.environment and c.environment.inline else None,
              "extra_env": c.extra_env, "collectors": list(c.collectors),

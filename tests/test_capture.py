@@ -174,6 +174,8 @@ def test_options_past_the_mode_are_each_measured_in_a_process_of_their_own(tmp_p
         else:
             assert cap["outcome"] == O.OK, (key, cap)
         assert cap["iters"] == 5  # an option capture says whether it works, not what it costs
+    mixed = [o["capture"] for o in rep["options"] if o["option"] == "kernels"]  # in each session mode
+    assert [c["mode"] for c in mixed] == [None, "mma"] and {c["signal"] for c in mixed} == {"SIGFPE"}
     assert opts[("context", "python", "cupti")]["context"] == "python"
     assert [s["name"] for s in opts[("context", "python", "instrumentation")]["recorded"]["scopes"]] == [
         "load", "gelu", "store"]

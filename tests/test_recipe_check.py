@@ -27,10 +27,14 @@ from tests.conftest import report_bytes, survey_cli
 from tests.envs import fake_triton
 from tests.test_images import IMG
 from tests.test_images import images as images  # the podman tier's image fixture
+from tests.test_recipe_links import installed_aorta, link
 
 FIX = Path(__file__).parent / "fixtures" / "aorta"
 SIDECAR = FIX / "environments.json"
-HEAD = "schema_version: 1\nworkload: gpu_smoke\ntrials: 1\nsteps: 1\n"
+# A triage recipe whose workload gets the collector: `wrapped`, a SubprocessWorkload of
+# the installed aorta (the `wrapped_workload` fixture). aorta 0.3.0's own triage
+# workloads run in its process and are never profiled (tests/test_recipe_links.py).
+HEAD = "schema_version: 1\nworkload: wrapped\ntrials: 1\nsteps: 1\n"
 
 
 def write(tmp_path: Path, name: str, text: str) -> Path:
@@ -117,7 +121,15 @@ exit 125
 
 # =========================================================================== recipes against stored evidence
 @pytest.fixture
-def gpu_store(store: Store) -> Store:
+def wrapped_workload(tmp_path: Path, monkeypatch) -> None:
+    """An installed aorta 0.3.0 whose workload `wrapped` is a SubprocessWorkload."""
+    site = installed_aorta(tmp_path / "aorta", "0.3.0")
+    monkeypatch.setenv("PATH", f"{tmp_path / 'aorta' / 'bin'}:/usr/bin:/bin")
+    monkeypatch.setenv("PYTHONPATH", str(site))
+
+
+@pytest.fixture
+def gpu_store(store: Store, wrapped_workload: None) -> Store:
     """The real H200 (schema 2) and CPU reports; the H200's also filed as an aorta environment."""
     with store.session() as s:
         ingest(s, report_bytes("h200-sm90-triton-3.6.0.json"), candidate="h200", label="H200")
@@ -170,15 +182,16 @@ cells:
     assert (got["inherits"]["mode"], got["inherits"]["mode_dropped"]) == ("mma", None)
     drop = got["mma-cli"]
     assert drop["mode"] is None and drop["proton_mode"] == "mma" and "Triton 3.6.0" in drop["mode_dropped"]
-    assert drop["reason"].startswith("what runs is `instrumentation` in its default mode")
+    assert "in the backend's default mode" in drop["mode_dropped"] and drop["decided_by"] == "capture"
     assert got["no-proton"]["verdict"] == "not_applicable" and got["no-proton"]["exit_code"] == 0
     assert {r["checked_in"] for r in got.values() if r["configuration"]} == {"h200"}
     # the text form names each cell and the one that cannot run
     text = survey_cli("check", "h200", "--recipe", str(recipe), "--platform", "sm_90", "--db", gpu_store.url)
     assert text.returncode == exitcodes.CANNOT_RUN
-    assert "cell roctracer [environment local]: cannot run it (library_missing)" in text.stdout
-    assert "5 cells: 1 will run, 1 cannot run (roctracer), 2 without enough evidence (inherits, mma-cli), " \
-           "1 collect no proton" in text.stdout
+    assert "cell roctracer [environment local]: no profile (library_missing)" in text.stdout
+    assert "5 cells: 1 will leave a profile, 1 will not (roctracer), 2 without enough evidence (inherits, " \
+           "mma-cli), 1 collect no proton" in text.stdout
+    assert "  ok collector: 'wrapped' (acme_aorta:Wrapped, from amd-aorta) is a SubprocessWorkload" in text.stdout
 
 
 def test_the_verdict_is_what_really_runs(gpu_store: Store, tmp_path: Path) -> None:
@@ -237,16 +250,26 @@ cells:
 """)
     cli = survey_cli("check", "--recipe", str(recipe), "--aorta-environments", str(side), "--platform", "x86_64",
                      "--json", "--db", gpu_store.url)
-    assert cli.returncode == exitcodes.CANNOT_RUN, cli
+    assert cli.returncode == exitcodes.NOT_ENOUGH_EVIDENCE, cli
     got = cells_of(cli.stdout)
     first = got["in-cpu-380"]
-    assert (first["checked_in"], first["cell_environment"], first["cause"]) == ("aorta:cpu-380", "cpu-380",
-                                                                            "library_missing")
-    assert "librocprofiler-sdk.so" in first["reason"]
+    assert (first["checked_in"], first["cell_environment"]) == ("aorta:cpu-380", "cpu-380")
+    # the stored evidence was probed without the environment's baseline, whose device
+    # selection was not measured there (no GPU vendor): said, before what start says
+    env = link(first, "environment")
+    assert (env["answer"], env["cause"], first["decided_by"]) == ("unknown", "overlay_not_measured", "environment")
+    assert env["facts"]["layers"] == ["environment cpu-380's env", "mitigation none"]
+    assert "ROCR_VISIBLE_DEVICES='0' (set by environment cpu-380's env)" in first["reason"]
+    start = link(first, "start")
+    assert start["cause"] == "library_missing" and "librocprofiler-sdk.so" in start["basis"]
     pcs = got["pcsampling"]
-    assert (pcs["cause"], pcs["mode_accepted"]["source"]) == ("mode_refused", "stub")
-    assert any("extra_env sets HIP_VISIBLE_DEVICES" in d for d in pcs["details"])
-    for name, words in (("in-local", "is the current process"), ("in-buck", "Buck2 target (//x:y)"),
+    assert (link(pcs, "start")["cause"], pcs["mode_accepted"]["source"]) == ("mode_refused", "stub")
+    # aorta's proton wrap moves the cell's HIP_VISIBLE_DEVICES away for rocprofiler (Proton refuses it on AMD)
+    env = link(pcs, "environment")["facts"]
+    assert env["device_translation"] == ("aorta's proton wrap (backend rocprofiler) unsets HIP_VISIBLE_DEVICES and "
+                                         "runs with ROCR_VISIBLE_DEVICES='0'")
+    assert [v["name"] for v in env["variables"]] == ["ROCR_VISIBLE_DEVICES"]
+    for name, words in (("in-local", "is aorta's own process"), ("in-buck", "Buck2 target (//x:y)"),
                         ("unregistered", "'nightly' is not registered")):
         assert (got[name]["exit_code"], got[name]["cause"]) == (3, "environment_unresolved"), name
         assert words in got[name]["reason"], name
@@ -289,8 +312,6 @@ def test_aorta_environment_as_target(gpu_store: Store, tmp_path: Path) -> None:
     (["--aorta-environment", "local", "--backend", "cupti"], exitcodes.INPUT, "is the current process"),
     (["--aorta-environment", "emulated-rocjitsu", "--recipe", str(FIX / "check-cells.yaml")], exitcodes.INPUT,
      "GPU-emulated"),
-    (["h200", "--recipe", str(FIX / "check-cells.yaml"), "--aorta-environments", str(SIDECAR)], exitcodes.USAGE,
-     "with TARGET every cell is checked in TARGET"),
     (["--recipe", str(FIX / "check-cells.yaml"), "--aorta-environments", "/nonexistent.json"], exitcodes.INPUT,
      "no such file"),
 ])
@@ -379,25 +400,28 @@ def venv_python(version: str) -> str:
 def test_recipe_against_triton_371(int_store: Store) -> None:
     """(a) An aorta 0.3.0 recipe (test_aorta checks aorta's own loader accepts it) with a
     recipe-level collect mapping and per-cell overrides, against the Triton 3.7.1
-    venv: every cell answered by name, exit 2 naming the cell that asks for rocprofiler."""
+    venv: every cell answered by name. Its workload, gpu_smoke, runs in aorta's own
+    process, so no cell leaves a profile (exit 2), and each cell's start link still
+    says what Proton would do there: the cell asking for rocprofiler could not start."""
     py = venv_python("3.7.1")
     cli = survey_cli("check", py, "--recipe", str(FIX / "check-cells.yaml"), "--json", "--db", int_store.url)
     assert cli.returncode == exitcodes.CANNOT_RUN, cli
     got = cells_of(cli.stdout)
     assert list(got) == ["inherits", "inherits-in-venv", "asks-rocprofiler", "auto-backend", "mma-through-cli",
                          "numerics-only"]
-    cannot = [n for n, r in got.items() if r["exit_code"] == exitcodes.CANNOT_RUN]
-    assert cannot == ["asks-rocprofiler"]
-    roc = got["asks-rocprofiler"]
-    assert (roc["cause"], roc["backend_present"]["answer"]) == ("backend_absent", "no")
-    assert "Triton 3.7.1 has no `rocprofiler` backend" in roc["reason"]
+    assert {n: r["cause"] for n, r in got.items() if r["configuration"]} == dict.fromkeys(
+        ["inherits", "inherits-in-venv", "asks-rocprofiler", "auto-backend", "mma-through-cli"], "not_attached")
+    roc = link(got["asks-rocprofiler"], "start")
+    assert (roc["answer"], roc["cause"]) == ("no", "backend_absent")
+    assert "Triton 3.7.1 has no `rocprofiler` backend" in roc["basis"]
     assert got["inherits"]["configuration"]["instrumentation_mode"] == "default"  # the recipe-level mapping
-    assert got["auto-backend"]["cause"] == "no_gpu"  # no GPU on this machine: auto picks nothing
+    assert link(got["auto-backend"], "start")["cause"] == "no_gpu"  # no GPU on this machine: auto picks nothing
     assert "Triton 3.7.1" in got["mma-through-cli"]["mode_dropped"] and got["mma-through-cli"]["mode"] is None
+    assert got["numerics-only"]["verdict"] == "not_applicable"
     text = survey_cli("check", py, "--recipe", str(FIX / "check-cells.yaml"), "--db", int_store.url)
     assert text.returncode == exitcodes.CANNOT_RUN
-    assert "cell asks-rocprofiler [environment local]: cannot run it (backend_absent)" in text.stdout
-    assert "1 cannot run (asks-rocprofiler)" in text.stdout
+    assert "cell asks-rocprofiler [environment local]: no profile (not_attached)" in text.stdout
+    assert "NO start: Triton 3.7.1 has no `rocprofiler` backend" in text.stdout
 
 
 @pytest.mark.integration

@@ -19,10 +19,12 @@ kernel, a scope with cycles, a PC sample or a timed trace event. It writes
 ``OUT/truth.json``.
 
 ``compare`` ingests ``OUT/report.json`` (the probe's report from the same host) into
-a temporary store, asks ``survey check CANDIDATE --recipe R --platform P --json``
-for every recipe, and prints one row per cell: what really happened, what survey
-said, and whether they agree (survey "will run" = a profile is left; "cannot run"
-or "collects no proton" = none; "not enough evidence" agrees with nothing).
+a temporary store, asks ``survey check CANDIDATE --recipe R --aorta-environments
+sidecar.json --platform P --json`` for every recipe (the sidecar every recipe ran
+with: its mitigations are the probe axes, its environments the cells'), and prints
+one row per cell: what really happened, what survey said, and whether they agree
+(exit 0 = a profile is left; exit 2 or "collects no proton" = none; "not enough
+evidence" agrees with nothing).
 """
 
 import argparse
@@ -325,6 +327,36 @@ def predicted(cell):
     return {0: True, 2: False}.get(code)
 
 
+def compare_rows(truth, check):
+    """One row per cell of ``truth`` (a truth.json document): (recipe, cell, profile
+    left, what survey said, agree, what really happened). ``check(recipe_path)``
+    runs ``survey check CANDIDATE --recipe R --aorta-environments SIDECAR --platform
+    P --json`` against a store holding the report and returns (exit code, stdout,
+    stderr): the sidecar is the one every recipe ran with (its mitigations are the
+    probe axes, its environments the cells')."""
+    rows = []
+    for rec in truth["recipes"]:
+        code, stdout, stderr = check(os.path.join(RECIPES, rec["recipe"]))
+        err = (stderr.strip().splitlines() or ["no output"])[-1]
+        try:
+            answers = {c["cell"]: c for c in json.loads(stdout)}
+        except (ValueError, TypeError, KeyError):
+            answers = {}
+        for c in rec["cells"]:
+            a = answers.get(c["cell"])
+            said = ("%s (%s)" % (a["verdict"], a.get("cause")) if a is not None
+                    else "no answer: exit %d, %s" % (code, err))
+            guess = predicted(a) if a is not None else None
+            rows.append((rec["recipe"], c["cell"], c["profile_left"], said, guess is not None and
+                         guess == c["profile_left"], c.get("why", "")))
+    return rows
+
+
+def check_argv(recipe, platform, db):
+    return ["check", CANDIDATE, "--recipe", recipe, "--aorta-environments", SIDECAR, "--platform", platform,
+            "--json", "--db", db]
+
+
 def cmd_compare(args):
     out = os.path.abspath(args.out)
     with open(os.path.join(out, "truth.json")) as f:
@@ -334,30 +366,20 @@ def cmd_compare(args):
     work = tempfile.mkdtemp(prefix="aorta-truth-compare-")
     db = "sqlite:///" + os.path.join(work, "survey.db")
     env = dict(os.environ, SURVEY_CLI_CACHE="0", SURVEY_CACHE=os.path.join(work, "cache"))
+
+    def check(recipe):
+        proc = subprocess.run(survey + check_argv(recipe, args.platform, db), capture_output=True, text=True,
+                              env=env)
+        return proc.returncode, proc.stdout, proc.stderr
+
     try:
-        ing = subprocess.run(survey + ["ingest", report, "--candidate", CANDIDATE, "--db", db],
+        ing = subprocess.run(survey + ["ingest", report, "--candidate", CANDIDATE, "--new", "--db", db],
                              capture_output=True, text=True, env=env)
         if ing.returncode != 0:
             sys.stderr.write("compare: survey ingest %s failed (exit %d): %s\n" % (
                 report, ing.returncode, (ing.stderr.strip().splitlines() or [""])[-1]))
             return ing.returncode
-        rows = []
-        for rec in truth["recipes"]:
-            path = os.path.join(RECIPES, rec["recipe"])
-            proc = subprocess.run(survey + ["check", CANDIDATE, "--recipe", path, "--platform", args.platform,
-                                            "--json", "--db", db], capture_output=True, text=True, env=env)
-            err = (proc.stderr.strip().splitlines() or ["no output"])[-1]
-            try:
-                answers = {c["cell"]: c for c in json.loads(proc.stdout)}
-            except (ValueError, TypeError, KeyError):
-                answers = {}
-            for c in rec["cells"]:
-                a = answers.get(c["cell"])
-                said = ("%s (%s)" % (a["verdict"], a.get("cause")) if a is not None
-                        else "no answer: exit %d, %s" % (proc.returncode, err))
-                guess = predicted(a) if a is not None else None
-                rows.append((rec["recipe"], c["cell"], c["profile_left"], said, guess is not None and
-                             guess == c["profile_left"], c.get("why", "")))
+        rows = compare_rows(truth, check)
     finally:
         shutil.rmtree(work, ignore_errors=True)
     width = max(len(r[0]) + len(r[1]) for r in rows) + 3

@@ -1,26 +1,33 @@
-"""``survey check [TARGET] --recipe FILE``: one verdict per cell of an aorta recipe.
+"""``survey check [TARGET] --recipe FILE``: will each cell of an aorta recipe leave
+a profile?
 
-Every cell is answered by name. A cell that collects with proton is checked with
-its own effective configuration (survey/aorta/recipe.py: the recipe's ``collect:``, or
-the cell's, which replaces it) in
+Every cell is answered by name, link by link (survey/aorta/links.py): the recipe
+as aorta reads it, the cell's effective ``proton`` options, the cell as the recipe
+expands to it (a probe recipe's ``mitigation_axis x diagnostic_axis``, each axis
+value a mitigation whose variables the cell sets), how aorta attaches Proton,
+whether the workload gets the collector at all (survey/aorta/workloads.py), the
+environment and every variable aorta sets there (survey/aorta/overlays.py),
+``proton.start`` with what really arrives there, and whether a capture there
+recorded something.
 
-- TARGET, when one is given (``survey check TARGET``'s resolver; ``--platform``
-  answers from stored evidence), or the aorta environment ``--aorta-environment
-  NAME`` names;
-- otherwise the environment the cell names: a registered one (aorta's registry:
+Where a cell runs:
+
+- with TARGET (``survey check TARGET``'s resolver; ``--platform`` answers from
+  stored evidence): a cell in ``local`` or ``default`` (aorta's own process) runs
+  in TARGET; a cell in an environment that names only ``env`` runs in TARGET with
+  that baseline; a cell in any other environment is checked in TARGET instead,
+  and says so;
+- with ``--aorta-environment NAME``: every cell in that environment;
+- otherwise in the environment the cell names: a registered one (aorta's registry:
   built-ins, the ``aorta.environments`` entry points, ``--aorta-environments``
   sidecar files) or an inline ``{docker: REF, env: {...}}``, launched with its
   ``env`` baseline (survey/aorta/targets.py) and filed as ``aorta:<name>``. A cell
   whose environment cannot be resolved or launched says so (not enough evidence).
 
-Two of Proton's own rules (survey/aorta/proton_rules.py) turn the configuration into
-what would really run, from the evidence of that environment and platform:
-``backend: auto`` is the backend Proton would select there (the platform's GPU
-vendor, the build's profiler registry, whether ``librocprofiler-sdk.so`` loads),
-and a mode that aorta's ``mode: cli`` passes to a Proton CLI that drops it (Triton
-< 3.8.0) is said to be dropped; the verdict is then the backend's default mode.
+The sidecar files also declare mitigations (``--mitigations-file`` to aorta); the
+mitigations registry is read with them (survey/aorta/mitigations.py).
 
-Exit: 2 if any cell cannot run, else 3 if any lacks evidence, else 0.
+Exit: 2 if any cell leaves no profile, else 3 if any lacks evidence, else 0.
 """
 
 from __future__ import annotations
@@ -32,12 +39,15 @@ from typing import Any
 
 from db import models as m
 from db.store import Store
-from probes import facts as probe_facts
 from probes import outcomes as O
+from survey.aorta import links as L
 from survey.aorta.environments import AortaEnvironment, find_aorta_python, load_environments
+from survey.aorta.mitigations import Registry, load_mitigations, overlay
+from survey.aorta.overlays import answer_environment, evidence_facts
 from survey.aorta.proton_rules import mode_dropped, resolve_auto
 from survey.aorta.recipe import Cell, EnvironmentRef, ProtonConfig, Recipe, load_recipe
 from survey.aorta.targets import AortaTarget, survey_target
+from survey.aorta.workloads import Reach, collector_reach
 from survey.core import exitcodes
 from survey.core.errors import SurveyError, UnknownTarget
 from survey.core.versions import release
@@ -49,6 +59,7 @@ from survey.verdicts.answers import NO, UNKNOWN, Answer
 
 ROCPROFILER_SDK = "librocprofiler-sdk.so"
 REGISTRY_SINCE = (3, 8, 0)  # get_available_profilers() exists from this release on
+LOCAL_ENVIRONMENTS = ("local", "default")  # aorta's built-ins for its own process
 
 
 # --------------------------------------------------------------------------- what is answered
@@ -64,28 +75,34 @@ class CellCheck:
     proton_mode: str | None = None  # the --mode aorta renders from them
     auto: str | None = None  # how backend: auto resolves there
     mode_dropped: str | None = None  # why the mode never reaches Proton there
-    result: CheckResult | None = None  # None: no proton collector in this cell
+    result: CheckResult | None = None  # proton.start there; None: no proton collector in this cell
     collectors: tuple[str, ...] = ()
     evidence_run: int | None = None  # the complete run that answered; None: no evidence answered
+    links: list[L.Link] = field(default_factory=list)
+    decision: L.Decision | None = None
+    mitigations: tuple[str, ...] = ()
 
     @property
     def exit_code(self) -> int:
-        return self.result.exit_code if self.result is not None else exitcodes.OK
+        return self.decision.exit_code if self.decision is not None else exitcodes.OK
 
     @property
     def verdict(self) -> str:
-        return self.result.verdict if self.result is not None else "not_applicable"
+        return self.decision.verdict if self.decision is not None else "not_applicable"
 
     def as_dict(self) -> dict[str, Any]:
         head = {"cell": self.cell, "where": self.where, "cell_environment": self.environment,
-                "checked_in": self.checked_in, "configuration": self.configuration,
-                "proton_mode": self.proton_mode, "auto": self.auto, "mode_dropped": self.mode_dropped,
-                "collectors": list(self.collectors)}
-        if self.result is None:
+                "mitigations": list(self.mitigations), "checked_in": self.checked_in,
+                "configuration": self.configuration, "proton_mode": self.proton_mode, "auto": self.auto,
+                "mode_dropped": self.mode_dropped, "collectors": list(self.collectors)}
+        if self.result is None or self.decision is None:
             return {**head, "exit_code": exitcodes.OK, "verdict": "not_applicable", "cause": None,
                     "reason": "this cell collects no proton (collectors: "
-                              f"{', '.join(self.collectors) or 'none'})", "fix": None}
-        return {**head, **self.result.as_dict()}
+                              f"{', '.join(self.collectors) or 'none'})", "fix": None, "links": []}
+        d = self.decision
+        return {**head, **self.result.as_dict(), "exit_code": d.exit_code, "verdict": d.verdict, "cause": d.cause,
+                "reason": d.reason, "fix": d.fix, "decided_by": d.link,
+                "links": [lk.as_dict() for lk in self.links]}
 
 
 def overall_exit(cells: list[CellCheck]) -> int:
@@ -168,7 +185,7 @@ def aorta_evidence(store: Store, at: AortaTarget, *, timeout: float, platform: s
                     "probe it where it can be obtained and `survey ingest` the report", platform=here.key)
 
 
-# --------------------------------------------------------------------------- one configuration
+# --------------------------------------------------------------------------- what starts
 def _loads(run: m.Run, name: str) -> bool | None:
     row = next((lib for lib in run.libraries if lib.name == name), None)
     return row.loads if row is not None else None
@@ -193,8 +210,33 @@ def _unanswered(res: CheckResult, code: int, verdict: str, cause: str, reason: s
                    library_loads=Answer(UNKNOWN, why), live_outcome=None, details=[])
 
 
-def answer(s: Any, run: m.Run, checked_in: str, proton: ProtonConfig) -> tuple[CheckResult, str | None, str | None]:
-    """(the check of what would really run, how auto resolved, why the mode is dropped)."""
+def cli_drops_mode(view: L.ReportView | None, run: m.Run, launch: str, mode: str | None) -> tuple[str | None, str]:
+    """(why the mode is dropped or None, the source): from the report's measurement
+    of Proton's command line given ``--mode`` (option ``cli`` with a value: the
+    mode its session really compiled with) where there is one, else from the
+    Triton release (survey/aorta/proton_rules.py)."""
+    if launch != "cli" or mode is None:
+        return None, "recipe"
+    cap = view.option("cli", "mma", "instrumentation") if view is not None else None
+    session = (cap or {}).get("session_mode")
+    if isinstance(session, str) and session:
+        if session.split(":", 1)[0] == "mma":
+            return None, "measured"
+        return (f"mode {mode!r} is silently dropped: aorta's mode: cli passes it as Proton's --mode, and this "
+                f"build's command line, given --mode mma, compiled its session with {session.split(':', 1)[0]} "
+                "(measured), so the run profiles in the backend's default mode; use mode: env, whose payload calls "
+                "proton.start(mode=...) itself, or Triton >= 3.8.0"), "measured"
+    try:
+        return mode_dropped(launch, run.triton_version, mode), "Triton's code"
+    except ValueError:
+        return None, "Triton's code"  # a version string that is not a release: no claim
+
+
+def answer(s: Any, run: m.Run, checked_in: str, proton: ProtonConfig,
+           view: L.ReportView | None = None) -> tuple[CheckResult, str | None, str | None]:
+    """(the check of what would really start, how auto resolved, why the mode is
+    dropped). The check is of the backend's base mode; the mode as it arrives
+    (options after ':' included) is in ``result.mode``."""
     backend, auto = proton.backend, None
     if backend == "auto":
         base = replace(check_run(s, run, checked_in, O.BACKENDS[0], None), backend="auto", mode=proton.mode)
@@ -224,12 +266,10 @@ def answer(s: Any, run: m.Run, checked_in: str, proton: ProtonConfig) -> tuple[C
                                "name a backend this build registers (" + ", ".join(run.profilers or []) + ")",
                                present), auto, None
         backend = choice
-    dropped = None
-    try:
-        dropped = mode_dropped(proton.launch, run.triton_version, proton.mode)
-    except ValueError:
-        pass  # a version string that is not a release: no claim
-    res = check_run(s, run, checked_in, backend, None if dropped else proton.mode)
+    dropped, _src = cli_drops_mode(view, run, proton.launch, proton.mode)
+    mode = None if dropped else proton.mode
+    res = check_run(s, run, checked_in, backend, mode.split(":", 1)[0] if mode else None)
+    res.mode = mode
     if auto is not None:
         res.details.insert(0, auto)
     if dropped is not None:
@@ -239,15 +279,194 @@ def answer(s: Any, run: m.Run, checked_in: str, proton: ProtonConfig) -> tuple[C
     return res, auto, dropped
 
 
+# --------------------------------------------------------------------------- links
+def _run_source(run: m.Run) -> str:
+    where = run.platform.key if run.platform is not None else "no platform"
+    return f"measured: run #{run.id} ({run.candidate.name}, {where}, Triton {run.triton_version or '-'})"
+
+
+def _combine(name: str, parts: list[L.Link], yes_basis: str, source: str | None) -> L.Link:
+    """One link from several checks: the first that does not hold decides."""
+    for p in parts:
+        if p.answer != L.YES:
+            return replace(p, link=name, facts={**p.facts, "checks": [q.as_dict() for q in parts]})
+    basis = "; ".join([yes_basis] + [p.basis for p in parts if p.basis]) if yes_basis else \
+        "; ".join(p.basis for p in parts)
+    return L.Link(name, L.YES, basis, None, None, source, {"checks": [q.as_dict() for q in parts]})
+
+
+def recipe_link(recipe: Recipe) -> L.Link:
+    refused = recipe.aorta_030_refuses
+    basis = f"a {recipe.shape} recipe, read by aorta 0.3.0's loader rules"
+    if refused:
+        basis += (f"; aorta 0.3.0 would refuse it ({refused}): answered as an aorta that takes it would run it")
+    return L.Link("recipe", L.YES, basis, None, None, "recipe", {"shape": recipe.shape, "source": recipe.source,
+                                                                  "aorta_030_refuses": refused})
+
+
+def options_link(cell: Cell) -> L.Link:
+    assert cell.proton is not None
+    opts = cell.proton.aorta_options()
+    frm = "the cell's own collect:" if cell.collect_from == "cell" else "the recipe's collect:"
+    return L.Link("options", L.YES, f"proton {' '.join(f'{k}={v}' for k, v in opts.items())} (from {frm}, aorta's "
+                                    "defaults filled in)", None, None, "recipe",
+                  {"options": opts, "rendered_mode": cell.proton.mode, "from": cell.collect_from})
+
+
+def cell_link(recipe: Recipe, cell: Cell, registry: Registry) -> tuple[L.Link, dict[str, str]]:
+    """The cell as the recipe expands to it, and the variables its mitigations set."""
+    ov = overlay(registry, cell.mitigations, probe=recipe.shape == "probe")
+    facts = {"mitigations": list(cell.mitigations), "variables": ov.env, "set_by": ov.origin,
+             "extra_env": dict(cell.extra_env)}
+    what = (f"probe cell {cell.where} (mitigation axis x diagnostic axis)" if recipe.shape == "probe"
+            else f"{cell.where}" + (f", mitigations {', '.join(cell.mitigations)}" if cell.mitigations else ""))
+    if ov.conflict:
+        return L.Link("cell", L.NO, f"{what}: {ov.conflict}", "recipe_refused", "set each variable once",
+                      "aorta 0.3.0", facts), ov.env
+    if ov.unknown:
+        return L.Link("cell", L.UNKNOWN, f"{what}: mitigation {', '.join(map(repr, ov.unknown))} is not registered "
+                                         f"in {registry.where()}, so the variables it sets are not known (aorta "
+                                         "refuses the recipe where it is not registered either)",
+                      "mitigation_unresolved", "give the sidecar file that declares it with --aorta-environments "
+                                               "FILE (aorta: --mitigations-file)", "aorta 0.3.0", facts), ov.env
+    sets = ", ".join(f"{k}={v!r}" for k, v in ov.env.items())
+    return L.Link("cell", L.YES, f"{what}: its mitigations set {sets or 'nothing'}", None, None,
+                  f"aorta 0.3.0 ({registry.where()})", facts), ov.env
+
+
+def attach_link(proton: ProtonConfig) -> L.Link:
+    """How aorta 0.3.0 attaches Proton (instrumentation/proton/__init__.py)."""
+    if proton.launch == "env":
+        names = ["AORTA_PROTON_NAME", "AORTA_PROTON_DIR", "AORTA_PROTON_CONTEXT", "AORTA_PROTON_DATA"]
+        if proton.backend != "auto":
+            names.append("AORTA_PROTON_BACKEND")
+        if proton.mode:
+            names.append("AORTA_PROTON_MODE")
+        return L.Link("attach", L.YES, "mode: env: aorta leaves the command as it is and exports "
+                                       f"{', '.join(names)}; the workload must call proton.start() with them and "
+                                       "proton.finalize() itself (one that does not writes no profile)", None, None,
+                      "aorta 0.3.0", {"launch": "env", "variables": names})
+    argv = ["python", "-m", "triton.profiler.proton", "-n", "<dir>/proton"]
+    if proton.backend != "auto":
+        argv += ["-b", proton.backend]
+    argv += ["--context", proton.context, "--data", proton.data]
+    if proton.mode:
+        argv += ["--mode", proton.mode]
+    return L.Link("attach", L.YES, f"mode: cli: aorta runs `{' '.join(argv)} <script>`; it wraps only a Python "
+                                   "script launch (`python script.py`, pytest), anything else fails the trial at "
+                                   "setup", None, None, "aorta 0.3.0", {"launch": "cli", "argv": argv})
+
+
+def collector_link(reach: Reach) -> L.Link:
+    cause = {"no": "not_attached", "unknown": "not_checked"}.get(reach.answer)
+    fix = ("run the command as a mode: probe recipe (`aorta sweep run --recipe R -- COMMAND`), whose "
+           "`_subprocess` workload gets the collector") if reach.answer == "no" else None
+    return L.Link("collector", reach.answer, reach.basis, cause, fix, reach.aorta, {"aorta": reach.aorta})
+
+
+def environment_link(where: str, layers: list[tuple[str, Mapping[str, str]]], run: m.Run, view: L.ReportView,
+                     proton: ProtonConfig, backend: str, mode: str | None, notes: list[str]) -> L.Link:
+    ident_env = ((run.environment.resolved or {}).get("env") if run.environment is not None else None) or {}
+    facts = evidence_facts(run.platform.vendor if run.platform is not None else "unknown", view.doc, ident_env,
+                           run.modes)
+    variables, moved = answer_environment(layers, facts, proton.backend, backend, mode)
+    info = {"checked_in": where, "run": run.id, "layers": [name for name, _env in layers],
+            "variables": [v.as_dict() for v in variables], "device_translation": moved, "notes": notes}
+    src = _run_source(run)
+    for answer_word in (L.NO, L.UNKNOWN):
+        hit = next((v for v in variables if v.answer == answer_word), None)
+        if hit is not None:
+            fix = None
+            if hit.cause == O.DISABLED:
+                fix = f"drop {hit.name} from {hit.set_by}"
+            elif hit.cause == O.NO_GPU:
+                fix = f"select a device in {hit.name} ({hit.set_by}), or leave it unset"
+            elif hit.cause == "overlay_not_measured":
+                fix = ("probe the environment with it set (an aorta environment whose env sets it: "
+                       "`survey run --aorta-environments FILE`), then check again")
+            return L.Link("environment", answer_word, f"in {where}, {hit.name}={hit.value!r} (set by {hit.set_by}): "
+                                                      f"{hit.basis}", hit.cause, fix, src, info)
+    said = (f"{len(variables)} variables set by aorta, none keeps a profile from being written there"
+            if variables else "aorta sets no variable that matters here")
+    return L.Link("environment", L.YES, f"in {where}: {said}" + (f"; {moved}" if moved else ""), None, None, src,
+                  info)
+
+
+def start_link(res: CheckResult, proton: ProtonConfig, view: L.ReportView, src: str, auto: str | None,
+               dropped: str | None) -> L.Link:
+    """proton.start with the backend and the mode as they arrive, then the options
+    past them (each measured by an option record of the report)."""
+    facts = {"backend": res.backend, "mode": res.mode, "live_outcome": res.live_outcome, "auto": auto,
+             "mode_dropped": dropped}
+    if res.cause in ("capture_empty", "capture_failed") or res.exit_code == exitcodes.OK:
+        how = [x for x in (auto, dropped) if x]
+        head = L.Link("start", L.YES, f"proton.start(backend={res.backend!r}, mode={res.mode!r}) succeeded here"
+                      + (f" ({'; '.join(how)})" if how else ""), None, None, src, facts)
+    elif res.exit_code == exitcodes.CANNOT_RUN:
+        return L.Link("start", L.NO, res.reason, res.cause, res.fix, src, facts)
+    else:
+        return L.Link("start", L.UNKNOWN, res.reason, res.cause, res.fix, src, facts)
+    parts: list[L.Link] = []
+    wanted = []
+    if proton.context != "shadow":
+        wanted.append(("context", proton.context))
+    if proton.data != "tree":
+        wanted.append(("data", proton.data))
+    if res.mode and ":" in res.mode:
+        wanted.append(("mode", res.mode))
+    for option, value in wanted:
+        what = f"{option}={value}"
+        if view.options is None:
+            parts.append(L.Link("start", L.UNKNOWN, f"{what} was not measured: this report predates the option "
+                                                    "checks (report schema 3)", "not_checked",
+                                "probe again with the current probe", src))
+            continue
+        cap = view.option(option, value, res.backend)
+        if cap is None:
+            parts.append(L.Link("start", L.UNKNOWN, f"{what} with {res.backend} was not measured here",
+                                "not_checked", "probe again with the current probe", src))
+            continue
+        failed = L.option_capture_link(cap, what, src)
+        parts.append(failed or L.Link("start", L.YES, f"{what} measured to work here", None, None, src,
+                                      {"option": what, "outcome": cap.get("outcome")}))
+    return _combine("start", [head] + parts, "", src)
+
+
+def capture_link(res: CheckResult, proton: ProtonConfig, view: L.ReportView, run: m.Run, src: str) -> L.Link:
+    """Whether a capture of what starts there recorded something."""
+    backend, mode = res.backend, res.mode
+    base = mode.split(":", 1)[0] if mode else None
+    parts: list[L.Link] = []
+    if proton.launch == "cli":
+        cli = view.option("cli", None, backend)
+        if cli is not None:  # the command line itself, measured launching a script
+            parts.append(L.capture_link(cli, f"{backend} under Proton's command line", src, view.schema))
+    options = [(o, v) for o, v, default in (("context", proton.context, "shadow"), ("data", proton.data, "tree"))
+               if v != default]
+    if mode and ":" in mode:
+        options.append(("mode", mode))
+    if options:
+        for option, value in options:
+            cap = view.option(option, value, backend)
+            if cap is not None:
+                parts.append(L.capture_link(cap, f"{backend} with {option}={value}", src, view.schema))
+    else:
+        cap = view.capture(backend, base) if view.doc is not None else None
+        if cap is None and view.doc is None:
+            row = next((c for c in run.captures if c.backend == backend and c.mode == base), None)
+            cap = ({"outcome": row.outcome, "message": row.message, "kernel_count": row.kernel_count}
+                   if row is not None else None)
+        parts.append(L.capture_link(cap, f"{backend} mode {mode_label(base)}", src, view.schema))
+    if backend == "instrumentation":
+        parts.append(L.mixed_link(view, base, src))
+    return _combine("capture", parts, "", src)
+
+
+def _not_evaluated(name: str, why: str) -> L.Link:
+    return L.Link(name, L.UNKNOWN, f"not evaluated: {why}", "not_checked")
+
+
 # --------------------------------------------------------------------------- the recipe
-def _controlled_extra_env(cell: Cell) -> str | None:
-    names = sorted(k for k in cell.extra_env if probe_facts.is_controlled(k))
-    if not names:
-        return None
-    return (f"the cell's extra_env sets {', '.join(names)}, which change{'s' if len(names) == 1 else ''} what "
-            "Proton does and {} not part of this check".format("is" if len(names) == 1 else "are"))
-
-
 def _unresolved_cell(ref: EnvironmentRef | None, registry: Mapping[str, AortaEnvironment],
                      files: list[Path]) -> str:
     if ref is None:
@@ -259,6 +478,10 @@ def _unresolved_cell(ref: EnvironmentRef | None, registry: Mapping[str, AortaEnv
              + (", " + ", ".join(map(str, files)) if files else ""))
     return (f"environment {ref.name!r} is not registered in {where} (known: {known}); give the sidecar file that "
             "declares it with --aorta-environments FILE, or TARGET")
+
+
+def _env_only(env: AortaEnvironment) -> bool:
+    return env.kind == "local" and env.name not in LOCAL_ENVIRONMENTS
 
 
 def check_recipe(
@@ -275,15 +498,15 @@ def check_recipe(
     platform: str | None = None,
     say: Callable[[str], None] = lambda _m: None,
 ) -> tuple[Recipe, list[CellCheck]]:
-    """Every cell of the recipe at ``recipe_path``, answered."""
+    """Every cell of the recipe at ``recipe_path``, answered link by link."""
     recipe = load_recipe(recipe_path)
     files = list(environment_files or [])
-    registry: dict[str, AortaEnvironment] | None = None
+    registry = load_environments(files or None)
+    mitigations = load_mitigations(files or None)
     fixed: AortaTarget | None = None
-    if target is None:
-        registry = load_environments(files or None)
-        if aorta_environment is not None:
-            fixed = aorta_target(registry, aorta_environment, engine=engine, pull=pull, files=files)
+    if target is None and aorta_environment is not None:
+        fixed = aorta_target(registry, aorta_environment, engine=engine, pull=pull, files=files)
+    reach = collector_reach(recipe.shape, recipe.workload)
     evidence: dict[str, Evidence] = {}  # one answer per environment, shared by its cells
 
     def of_target(text: str) -> Evidence:
@@ -302,38 +525,78 @@ def check_recipe(
         ref = cell.environment
         cc = CellCheck(cell.name, cell.where, ref.name if ref is not None else None, None,
                        cell.proton.aorta_options() if cell.proton is not None else None,
-                       cell.proton.mode if cell.proton is not None else None, collectors=cell.collectors)
+                       cell.proton.mode if cell.proton is not None else None, collectors=cell.collectors,
+                       mitigations=cell.mitigations)
         cells.append(cc)
         if cell.proton is None:
             continue
+        env = None
+        if ref is not None and (ref.inline or ref.name in registry):
+            env = ref.resolve(registry)
         notes: list[str] = []
+        baseline: tuple[str, Mapping[str, str]] | None = None
         if target is not None:
             ev = of_target(target)
+            if env is not None and env.name in LOCAL_ENVIRONMENTS:
+                pass  # aorta's own process: what TARGET names
+            elif env is not None and _env_only(env):
+                baseline = (f"environment {env.name}'s env", env.env)
+            elif ref is not None:
+                notes.append(f"checked in {target}, not in the environment the cell names ({ref.name})")
         elif fixed is not None:
             ev = of_aorta(fixed)
+            if ref is not None:
+                notes.append(f"checked in {ev.checked_in or fixed.name}, not in the environment the cell names "
+                             f"({ref.name})")
+        elif env is None:
+            ev = _failure(None, "environment_unresolved", _unresolved_cell(ref, registry, files), None)
+        elif env.kind == "local":
+            what = ("aorta's own process" if env.name in LOCAL_ENVIRONMENTS
+                    else f"aorta's own process with the baseline {', '.join(sorted(env.env))} (it names only env)")
+            ev = _failure(None, "environment_unresolved",
+                          f"aorta environment {env.name!r} is {what}: which Python the cell's command runs in is not "
+                          "named here", "give TARGET, the interpreter the cell's command runs in: the cell is "
+                                        "checked there" + (" with that baseline" if env.env else ""))
         else:
-            assert registry is not None
-            env = ref.resolve(registry) if ref is not None and (ref.inline or ref.name in registry) else None
-            if env is None:
-                ev = _failure(None, "environment_unresolved", _unresolved_cell(ref, registry, files), None)
-            else:
-                ev = of_aorta(AortaTarget(env, engine=engine, pull=pull))
-        if ref is not None and (target is not None or fixed is not None):
-            notes.append(f"checked in {ev.checked_in or target}, not in the environment the cell names "
-                         f"({ref.name})")
+            ev = of_aorta(AortaTarget(env, engine=engine, pull=pull))
+            if env.env:
+                baseline = (f"environment {env.name}'s env", env.env)
+        clink, _env = cell_link(recipe, cell, mitigations)
+        layers: list[tuple[str, Mapping[str, str]]] = ([baseline] if baseline else [])
+        layers += [(f"mitigation {name}", mitigations.mitigations[name].env) for name in cell.mitigations
+                   if name in mitigations.mitigations]
+        if cell.extra_env:
+            layers.append(("extra_env", cell.extra_env))
+        links = [recipe_link(recipe), options_link(cell), clink, attach_link(cell.proton), collector_link(reach)]
         cc.checked_in, cc.evidence_run = ev.checked_in, ev.run_id
         if ev.run_id is None:
             assert ev.failure is not None
-            res = replace(ev.failure, backend=cell.proton.backend, mode=cell.proton.mode,
-                          details=list(ev.failure.details))
+            f = ev.failure
+            res = replace(f, backend=cell.proton.backend, mode=cell.proton.mode, details=list(f.details))
+            links.append(L.Link("environment", L.UNKNOWN, f.reason, f.cause, f.fix, None,
+                                {"checked_in": ev.checked_in, "layers": [n for n, _e in layers], "notes": notes}))
+            links += [_not_evaluated("start", "no evidence for the environment"),
+                      _not_evaluated("capture", "no evidence for the environment")]
         else:
             with store.session() as s:
-                res, cc.auto, cc.mode_dropped = answer(s, queries.get_run(s, ev.run_id), ev.checked_in or "",
-                                                       cell.proton)
-            res.details.extend(ev.notes)
-        extra = _controlled_extra_env(cell)
-        res.details.extend(notes + ([extra] if extra else []))
+                run = queries.get_run(s, ev.run_id)
+                view = L.ReportView(run)
+                res, cc.auto, cc.mode_dropped = answer(s, run, ev.checked_in or "", cell.proton, view)
+                res.details.extend(ev.notes)
+                src = _run_source(run)
+                base = res.mode.split(":", 1)[0] if res.mode else None
+                links.append(environment_link(ev.checked_in or "", layers, run, view, cell.proton, res.backend, base,
+                                              notes + ev.notes))
+                slink = start_link(res, cell.proton, view, src, cc.auto, cc.mode_dropped)
+                links.append(slink)
+                if slink.answer == L.YES:
+                    links.append(capture_link(res, cell.proton, view, run, src))
+                else:
+                    links.append(_not_evaluated("capture", "proton.start does not succeed there"))
+        res.details.extend(notes)
         cc.result = res
+        cc.links = links
+        cc.decision = L.decide(links)
     return recipe, cells
 
 
@@ -365,45 +628,44 @@ def check_aorta_environment(store: Store, at: AortaTarget, backend: str, mode: s
 
 
 # --------------------------------------------------------------------------- text
+WORDS = {0: "will leave a profile", 2: "no profile", 3: "not enough evidence"}
+
+
 def render(cells: list[CellCheck]) -> list[tuple[str | None, str]]:
-    """(style, line) pairs for the terminal: a heading per cell, then its answer."""
-    words = {0: "will run", 2: "cannot run it", 3: "not enough evidence"}
+    """(style, line) pairs for the terminal: a heading per cell, then its links."""
     colors = {0: "green", 2: "red", 3: "yellow"}
+    marks = {L.YES: "ok", L.NO: "NO", L.UNKNOWN: "??"}
     lines: list[tuple[str | None, str]] = []
     for c in cells:
         env = f" [environment {c.environment}]" if c.environment else ""
-        if c.result is None:
+        if c.result is None or c.decision is None:
             lines.append(("dim", f"cell {c.cell}{env}: no proton collector (collectors: "
                                  f"{', '.join(c.collectors) or 'none'})"))
             continue
-        r = c.result
-        head = f"cell {c.cell}{env}: {words.get(r.exit_code, r.verdict)}" + (f" ({r.cause})" if r.cause else "")
-        lines.append((f"bold {colors.get(r.exit_code, 'white')}", head))
-        opts = " ".join(f"{k}={v}" for k, v in (c.configuration or {}).items())
-        lines.append((None, f"  configuration: proton {opts}" + (f" (--mode {c.proton_mode})" if c.proton_mode
-                                                                  else "")))
-        if c.evidence_run is not None:
-            lines.append((None, f"  proton runs: backend={r.backend} mode={mode_label(r.mode)}"
-                                + (f" in {c.checked_in}" if c.checked_in else "")))
-        lines.append((None, f"  reason: {r.reason}"))
-        if r.fix:
-            lines.append((None, f"  fix: {r.fix}"))
+        d, r = c.decision, c.result
+        head = f"cell {c.cell}{env}: {WORDS.get(d.exit_code, d.verdict)}" + (f" ({d.cause})" if d.cause else "")
+        lines.append((f"bold {colors.get(d.exit_code, 'white')}", head))
+        for lk in c.links:
+            said = f" [{lk.source}]" if lk.link == "collector" and lk.source else ""  # which aorta it describes
+            lines.append((None, f"  {marks.get(lk.answer, lk.answer):2} {lk.link}: {lk.basis}{said}"))
+        if d.fix:
+            lines.append((None, f"  fix: {d.fix}"))
         if c.evidence_run is not None:
             for q, a in (("backend present", r.backend_present), ("mode accepted", r.mode_accepted),
                          ("library loads", r.library_loads)):
                 src = f" [{a.source}]" if a.source else ""
                 lines.append((None, f"  {q}: {a.answer}{src} - {a.basis}"))
-        for d in r.details:
-            lines.append((None, f"  note: {d}"))
+        for note in r.details:
+            lines.append((None, f"  note: {note}"))
         if c.evidence_run is not None:
             lines.append((None, f"  evidence: run #{r.run_id} ({r.candidate}, {r.platform}), {r.evidence_date} "
                                 f"({r.evidence_age})"))
     cannot = [c.cell for c in cells if c.exit_code == exitcodes.CANNOT_RUN]
     unknown = [c.cell for c in cells if c.exit_code == exitcodes.NOT_ENOUGH_EVIDENCE]
     runs = [c.cell for c in cells if c.result is not None and c.exit_code == exitcodes.OK]
-    parts = [f"{len(cells)} cells: {len(runs)} will run"]
+    parts = [f"{len(cells)} cells: {len(runs)} will leave a profile"]
     if cannot:
-        parts.append(f"{len(cannot)} cannot run ({', '.join(cannot)})")
+        parts.append(f"{len(cannot)} will not ({', '.join(cannot)})")
     if unknown:
         parts.append(f"{len(unknown)} without enough evidence ({', '.join(unknown)})")
     skipped = len(cells) - len(runs) - len(cannot) - len(unknown)

@@ -140,6 +140,20 @@ def environment_from_payload(name: str, payload: Any, *, where: str, source: str
 def load_sidecar(path: PathLike) -> dict[str, AortaEnvironment]:
     """The environments a sidecar file declares (none if it declares only mitigations)."""
     p = Path(path)
+    data = read_sidecar(p)
+    raw = data.get("environments")
+    if raw is None:
+        return {}
+    if not isinstance(raw, dict):
+        raise EnvironmentsError(f"{p}: 'environments' must be an object, got {type(raw).__name__}")
+    src = f"sidecar:{p.name}"
+    return {name: environment_from_payload(name, payload, where=f"{p}: environments.{name}", source=src)
+            for name, payload in raw.items()}
+
+
+def read_sidecar(path: PathLike) -> dict[str, Any]:
+    """A sidecar file's top level, checked as aorta checks it (version 1, known keys)."""
+    p = Path(path)
     text = read_text(p, "an aorta sidecar (JSON)", EnvironmentsError)
     try:
         data = json.loads(text)
@@ -154,14 +168,7 @@ def load_sidecar(path: PathLike) -> dict[str, AortaEnvironment]:
     unknown = sorted(set(data) - set(SIDECAR_KEYS))
     if unknown:
         raise EnvironmentsError(f"{p}: unknown top-level keys {unknown}; allowed: {', '.join(SIDECAR_KEYS)}")
-    raw = data.get("environments")
-    if raw is None:
-        return {}
-    if not isinstance(raw, dict):
-        raise EnvironmentsError(f"{p}: 'environments' must be an object, got {type(raw).__name__}")
-    src = f"sidecar:{p.name}"
-    return {name: environment_from_payload(name, payload, where=f"{p}: environments.{name}", source=src)
-            for name, payload in raw.items()}
+    return data
 
 
 # --------------------------------------------------------------------------- entry points
@@ -213,26 +220,33 @@ def find_aorta_python(path: Optional[str] = None) -> Optional[str]:
     return parts[0] if parts else None
 
 
-def load_entry_points(python: str, *, timeout: float = 60.0) -> dict[str, AortaEnvironment]:
-    """The ``aorta.environments`` entry points installed in ``python``."""
+def read_entry_points(python: str, group: str, *, timeout: float = 60.0) -> list[dict[str, Any]]:
+    """The entry points of ``group`` installed in ``python``, each loaded there:
+    ``{name, dist, value, payload | error}``."""
     try:
-        proc = subprocess.run([python, "-c", _ENTRY_POINTS_CHILD, GROUP], capture_output=True, timeout=timeout,
+        proc = subprocess.run([python, "-c", _ENTRY_POINTS_CHILD, group], capture_output=True, timeout=timeout,
                               stdin=subprocess.DEVNULL)
     except FileNotFoundError:
-        raise EnvironmentsError(f"{python}: no such interpreter (where the aorta.environments entry points "
+        raise EnvironmentsError(f"{python}: no such interpreter (where the {group} entry points "
                                 "were to be read)")
     except PermissionError:
         raise EnvironmentsError(f"{python}: not executable")
     except subprocess.TimeoutExpired:
-        raise EnvironmentsError(f"{python}: reading the aorta.environments entry points took over {timeout:.0f}s")
+        raise EnvironmentsError(f"{python}: reading the {group} entry points took over {timeout:.0f}s")
     err = proc.stderr.decode("utf-8", "replace").strip().splitlines()
     if proc.returncode != 0:
-        raise EnvironmentsError(f"{python}: could not read the aorta.environments entry points: "
+        raise EnvironmentsError(f"{python}: could not read the {group} entry points: "
                                 f"{err[-1] if err else f'exit {proc.returncode}'}")
     try:
         rows = json.loads(proc.stdout.decode("utf-8"))
     except (UnicodeDecodeError, json.JSONDecodeError):
         raise EnvironmentsError(f"{python}: printed something that is not the entry-point list")
+    return list(rows)
+
+
+def load_entry_points(python: str, *, timeout: float = 60.0) -> dict[str, AortaEnvironment]:
+    """The ``aorta.environments`` entry points installed in ``python``."""
+    rows = read_entry_points(python, GROUP, timeout=timeout)
     out: dict[str, AortaEnvironment] = {}
     for row in rows:
         name, dist = row["name"], row["dist"]

@@ -38,8 +38,11 @@ Also read, for survey's own earlier recipes: a top-level ``proton:`` block
 (shape ``proton-block``, one cell, no environment). aorta itself does not take
 that shape.
 
-Only these parts are validated; the rest of a recipe (workload, trials,
-mitigation names, ...) is aorta's to judge.
+Also read, not judged here: the ``workload`` a triage recipe names (a probe
+recipe's is ``_subprocess``, the command after ``--``) and each cell's
+``mitigations`` (names; a probe cell's are its two axis values), which
+survey/aorta/mitigations.py resolves to the variables aorta sets. Only these parts
+are validated; the rest of a recipe (trials, steps, ...) is aorta's to judge.
 """
 
 from __future__ import annotations
@@ -82,6 +85,9 @@ _ENUMS: dict[str, tuple[str, ...]] = {
 _CELL_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.\-]*")
 _RESERVED_CELL_NAMES = (".", "..", "matrix.md", "matrix.json")
 _INLINE_ENV_KEYS = ("docker", "env")
+# The workload a probe recipe's cells run: the command given after `--`
+# (aorta 0.3.0 probe/recipe_builder.py SUBPROCESS_WORKLOAD_NAME).
+PROBE_WORKLOAD = "_subprocess"
 
 
 # --------------------------------------------------------------------------- what is read
@@ -138,6 +144,7 @@ class Cell:
     collect_from: str = "recipe"  # "recipe" (inherited) | "cell" (the cell's own collect:)
     extra_env: dict[str, str] = field(default_factory=dict, hash=False)  # recipe's, then the cell's over it
     where: str = ""  # "cells[2]"
+    mitigations: tuple[str, ...] = ()  # mitigation names, in aorta's order (a probe cell: its two axes)
 
 
 @dataclass
@@ -146,6 +153,7 @@ class Recipe:
     shape: str  # "triage" | "probe" | "proton-block"
     cells: list[Cell]
     newer_keys: list[str] = field(default_factory=list)  # keys aorta 0.3.0 refuses (backend_mode, hook)
+    workload: Optional[str] = None  # the workload aorta runs (a probe recipe: _subprocess, the command after --)
 
     @property
     def aorta_030_refuses(self) -> Optional[str]:
@@ -349,8 +357,12 @@ def _triage(ctx: _Ctx, data: dict[str, Any], environments: Optional[Mapping[str,
         else:
             c_names, c_proton, frm = names, proton, "recipe"
         extra = {**recipe_env, **_env_mapping(ctx, label, "extra_env", raw.get("extra_env"))}
+        mitigations = raw.get("mitigations", [])
+        if not isinstance(mitigations, list) or not all(isinstance(x, str) and x for x in mitigations):
+            raise ctx.fail(label, f"mitigations must be a list of mitigation names, got {mitigations!r}"[:300],
+                           "mitigations")
         cells.append(Cell(name=name, proton=c_proton, environment=env, collectors=c_names, collect_from=frm,
-                          extra_env=extra, where=at))
+                          extra_env=extra, where=at, mitigations=tuple(mitigations)))
     ctx.root = ""
     return cells
 
@@ -382,7 +394,7 @@ def _probe(ctx: _Ctx, data: dict[str, Any], environments: Optional[Mapping[str, 
                                "mitigation_axis")
             seen[name] = (m, d)
             cells.append(Cell(name=name, proton=proton, environment=EnvironmentRef(name="local"),
-                              collectors=names, collect_from="recipe", where=f"{m} x {d}"))
+                              collectors=names, collect_from="recipe", where=f"{m} x {d}", mitigations=(m, d)))
     return cells
 
 
@@ -413,7 +425,9 @@ def parse_recipe(data: Any, source: str = "recipe",
         shape, cells = "proton-block", _proton_block(ctx, data)
     else:
         raise ctx.fail("", "not an aorta recipe: no cells: (nor mode: probe axes, nor a proton: block)", "cells")
-    return Recipe(source=source, shape=shape, cells=cells, newer_keys=ctx.newer)
+    workload = PROBE_WORKLOAD if shape == "probe" else data.get("workload")
+    return Recipe(source=source, shape=shape, cells=cells, newer_keys=ctx.newer,
+                  workload=workload if isinstance(workload, str) and workload else None)
 
 
 def load_recipe(path: str | Path, environments: Optional[Mapping[str, AortaEnvironment]] = None) -> Recipe:

@@ -27,7 +27,8 @@ def check_cmd(
         help="check in this environment of aorta's registry (instead of TARGET), with its env baseline")] = None,
     aorta_environments: Annotated[Optional[list[Path]], typer.Option(
         "--aorta-environments", metavar="FILE",
-        help="an aorta sidecar file declaring environments (as `aorta ... --file`); repeatable")] = None,
+        help="an aorta sidecar file declaring environments and mitigations (aorta's --mitigations-file); "
+             "repeatable")] = None,
     catalog: Annotated[Optional[Path], typer.Option(help="catalog used when TARGET must be probed first")] = None,
     timeout: TimeoutOpt = 60.0,
     output_json: Annotated[bool, typer.Option("--json", help="print the verdict as JSON (a list with --recipe)")]
@@ -39,8 +40,8 @@ def check_cmd(
              "part of one: sm_90, gfx942) instead of resolving TARGET here")] = None,
     db: DbOpt = None,
 ) -> None:
-    """Will a run with this backend and mode (or every cell of an aorta recipe) work in TARGET?
-    Exit 0 yes, 2 no (any cell), 3 not enough evidence."""
+    """Will a run with this backend and mode work in TARGET (with --recipe: will every cell of an aorta recipe
+    leave a profile)? Exit 0 yes, 2 no (any cell), 3 not enough evidence."""
     from survey.evidence import queries
     from survey.flows import check as check_mod
 
@@ -48,8 +49,6 @@ def check_cmd(
         raise UsageProblem("give TARGET or --aorta-environment NAME, not both")
     if recipe is not None and (backend or mode):
         raise UsageProblem("give --recipe or --backend/--mode, not both")
-    if aorta_environments and target is not None:
-        raise UsageProblem("--aorta-environments names where cells run; with TARGET every cell is checked in TARGET")
     if recipe is not None:
         from survey.aorta import check as recipe_check
 

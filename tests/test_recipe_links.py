@@ -1,0 +1,424 @@
+"""`survey check --recipe`: will each aorta cell leave a profile, link by link
+(survey/aorta/links.py).
+
+Real reports (tests/fixtures/reports: the H200's schema-3 and schema-2 reports),
+real recipes (bench/aorta_truth/recipes, the ones run through aorta's own runner
+on the H200, and their sidecar), and environments built for the test: a probe
+report of a fake GPU stack (tests/envs.py, the real probe run against it), an
+installed "aorta" whose workloads are classes of a module on PYTHONPATH.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from db.store import Store
+from survey.core import exitcodes
+from survey.evidence.ingest import ingest
+from tests.conftest import report_bytes, survey_cli
+from tests.envs import fake_gpu_stack
+from tests.test_probe import run_probe
+
+ROOT = Path(__file__).resolve().parents[1]
+TRUTH = ROOT / "bench" / "aorta_truth"
+RECIPES = TRUTH / "recipes"
+SIDECAR = TRUTH / "sidecar.json"
+MEASURED = ROOT / "bench" / "measured" / "h200-2026-12-03-truth"
+
+
+def cells_of(stdout: str) -> dict[str, dict]:
+    rows = json.loads(stdout)
+    assert isinstance(rows, list)
+    return {r["cell"]: r for r in rows}
+
+
+def link(row: dict, name: str) -> dict:
+    [lk] = [x for x in row["links"] if x["link"] == name]
+    return lk
+
+
+def check(db: str, recipe: Path, *args: str, target: str | None = "h200", platform: str = "sm_90"):
+    return survey_cli("check", *([target] if target else []), "--recipe", str(recipe), *args, "--platform", platform,
+                      "--json", "--db", db)
+
+
+@pytest.fixture
+def h200(tmp_path: Path) -> str:
+    """The H200's schema-3 report as `h200`, its schema-2 report as `h200-v2` (SQLite:
+    these tests are about recipes, not the store)."""
+    store = Store(f"sqlite:///{tmp_path / 'survey.db'}")
+    with store.session() as s:
+        ingest(s, report_bytes("h200-sm90-triton-3.6.0-schema3.json"), candidate="h200", label="H200")
+    with store.session() as s:
+        ingest(s, report_bytes("h200-sm90-triton-3.6.0.json"), candidate="h200-v2", label="H200 (schema 2)")
+    store.close()
+    return store.url
+
+
+@pytest.fixture(scope="module")
+def fake_gpu_report(tmp_path_factory) -> bytes:
+    """The real probe against a fake GPU stack (cupti and instrumentation; an unscoped
+    kernel after a scoped one dies of SIGFPE in an instrumentation session, as
+    Triton 3.6.0 on the H200 did), in an environment that sets HIP_VISIBLE_DEVICES=0."""
+    env = fake_gpu_stack(tmp_path_factory.mktemp("fake-gpu"), "ok", profilers=("cupti", "instrumentation"))
+    rep, _out = run_probe(sys.executable, ["probe", "--timeout", "30", "--capture-timeout", "30", "--only", "cupti",
+                                           "--only", "instrumentation", "--only", "instrumentation:mma",
+                                           "--only", "instrumentation:default",
+                                           "--capture-size", "4096",
+                                           "--capture-iters", "7"], pythonpath=env,
+                          extra_env={"HIP_VISIBLE_DEVICES": "0"}, timeout=400)
+    return json.dumps(rep).encode()
+
+
+@pytest.fixture
+def fake(tmp_path: Path, fake_gpu_report: bytes) -> str:
+    store = Store(f"sqlite:///{tmp_path / 'fake.db'}")
+    with store.session() as s:
+        ingest(s, fake_gpu_report, candidate="fake-gpu", label="a fake GPU stack")
+    store.close()
+    return store.url
+
+
+def no_aorta(monkeypatch) -> None:
+    monkeypatch.setenv("PATH", "/usr/bin:/bin")
+
+
+# =========================================================================== where a cell runs
+def test_target_takes_the_sidecar_local_is_target_and_an_env_only_environment_its_baseline(
+        h200: str, monkeypatch) -> None:
+    """With TARGET, --aorta-environments is taken (its mitigations and environments):
+    `local` is TARGET, an environment naming only `env` is TARGET with that baseline."""
+    no_aorta(monkeypatch)
+    cli = check(h200, RECIPES / "triage-gpu-smoke.yaml", "--aorta-environments", str(SIDECAR))
+    assert cli.returncode == exitcodes.CANNOT_RUN, cli
+    got = cells_of(cli.stdout)
+    local = link(got["smoke-cupti-local"], "environment")
+    assert (local["answer"], local["facts"]["checked_in"]) == ("yes", "h200")
+    assert local["facts"]["layers"] == ["mitigation none"]
+    side = link(got["smoke-auto-sidecar"], "environment")
+    assert (side["answer"], side["cause"]) == ("no", "disabled")
+    assert side["facts"]["layers"] == ["environment proton-disabled's env", "mitigation none"]
+    [var] = side["facts"]["variables"]
+    assert (var["name"], var["value"], var["set_by"]) == ("TRITON_PROTON_DISABLE", "1",
+                                                         "environment proton-disabled's env")
+    assert "triton.knobs.proton.disable" in var["basis"]
+    assert got["smoke-auto-sidecar"]["checked_in"] == "h200"
+    assert not [d for d in got["smoke-auto-sidecar"]["details"] if "not in the environment the cell names" in d]
+    # without TARGET neither names an interpreter: said, with the fix
+    cli = check(h200, RECIPES / "triage-gpu-smoke.yaml", "--aorta-environments", str(SIDECAR), target=None)
+    for name in ("smoke-cupti-local", "smoke-auto-sidecar"):
+        env = link(cells_of(cli.stdout)[name], "environment")
+        assert (env["answer"], env["cause"]) == ("unknown", "environment_unresolved"), name
+        assert "give TARGET" in env["fix"], name
+    assert "only env" in link(cells_of(cli.stdout)["smoke-auto-sidecar"], "environment")["basis"]
+
+
+# =========================================================================== probe axes are env overlays
+def test_probe_axes_are_overlays_and_decide_the_answer(h200: str) -> None:
+    """The recipe run on the H200 (bench/aorta_truth): TRITON_PROTON_DISABLE=1 from
+    the mitigations file leaves no profile, CUDA_VISIBLE_DEVICES="" no GPU."""
+    cli = check(h200, RECIPES / "probe-cupti.yaml", "--aorta-environments", str(SIDECAR))
+    assert cli.returncode == exitcodes.CANNOT_RUN, cli
+    got = cells_of(cli.stdout)
+    assert [(n, r["verdict"], r["cause"], r["decided_by"]) for n, r in got.items()] == [
+        ("none-none", "runs", None, None),
+        ("none-proton-off", "cannot_run", "disabled", "environment"),
+        ("none-no-gpus", "cannot_run", "no_gpu", "environment")]
+    cell = link(got["none-proton-off"], "cell")
+    assert cell["facts"]["variables"] == {"TRITON_PROTON_DISABLE": "1"}
+    assert cell["facts"]["set_by"] == {"TRITON_PROTON_DISABLE": "proton-off"}
+    assert "the CUDA runtime sees no device" in got["none-no-gpus"]["reason"]
+    assert [lk["link"] for lk in got["none-none"]["links"]] == [
+        "recipe", "options", "cell", "attach", "collector", "environment", "start", "capture"]
+    assert "50 kernel launches" in got["none-none"]["reason"]
+
+
+def test_overlays_not_measured_are_unknown_and_others_are_said(h200: str, tmp_path: Path) -> None:
+    side = tmp_path / "side.json"
+    side.write_text(json.dumps({"version": 1, "mitigations": {
+        "eager": {"CUDA_MODULE_LOADING": "EAGER"}, "enabled": {"TRITON_PROTON_DISABLE": "0"},
+        "hip-none": {"HIP_VISIBLE_DEVICES": ""}}}))
+    recipe = tmp_path / "r.yaml"
+    recipe.write_text("schema_version: 1\nmode: probe\ntrials: 1\nmitigation_axis: [none, tf32_off]\n"
+                      "diagnostic_axis: [eager, enabled, xnack, hip-none, no-such]\n"
+                      "collect: {proton: {backend: cupti}}\n")
+    cli = check(h200, recipe, "--aorta-environments", str(side))
+    assert cli.returncode == exitcodes.NOT_ENOUGH_EVIDENCE, cli
+    got = cells_of(cli.stdout)
+    eager = got["none-eager"]
+    assert (eager["verdict"], eager["cause"], eager["decided_by"]) == ("not_enough_evidence",
+                                                                       "overlay_not_measured", "environment")
+    assert "CUDA_MODULE_LOADING='EAGER'" in eager["reason"] and "was not measured" in eager["reason"]
+    # a falsy TRITON_PROTON_DISABLE, a ROCm variable on NVIDIA and a library's own variable do not stop it
+    for name in ("none-enabled", "none-xnack", "tf32_off-enabled", "none-hip-none"):
+        assert got[name]["verdict"] == "runs", (name, got[name]["reason"])
+    variables = {v["name"]: v for v in link(got["tf32_off-xnack"], "environment")["facts"]["variables"]}
+    assert "not by Proton, Triton or the GPU runtime" in variables["DISABLE_TF32"]["basis"]
+    assert "whose runtime does not read it" in variables["HSA_XNACK"]["basis"]
+    unknown = link(got["none-no-such"], "cell")
+    assert (unknown["answer"], unknown["cause"]) == ("unknown", "mitigation_unresolved")
+    assert "'no-such' is not registered" in unknown["basis"] and str(side) in unknown["basis"]
+
+
+def test_an_overlay_the_evidence_measured_is_answered_from_its_inherited_grid(fake: str, tmp_path: Path) -> None:
+    """The probed environment set HIP_VISIBLE_DEVICES=0: the probe's inherited grid
+    started each backend with it; a cell setting the same value is answered from
+    that, another value is not measured."""
+    side = tmp_path / "side.json"
+    side.write_text(json.dumps({"version": 1, "mitigations": {"dev0": {"HIP_VISIBLE_DEVICES": "0"},
+                                                              "dev1": {"HIP_VISIBLE_DEVICES": "1"}}}))
+    recipe = tmp_path / "r.yaml"
+    recipe.write_text("schema_version: 1\nmode: probe\ntrials: 1\nmitigation_axis: [none]\n"
+                      "diagnostic_axis: [dev0, dev1]\ncollect: {proton: {backend: cupti, mode: env}}\n")
+    cli = check(fake, recipe, "--aorta-environments", str(side), target="fake-gpu", platform="x86_64")
+    got = cells_of(cli.stdout)
+    [v0] = link(got["none-dev0"], "environment")["facts"]["variables"]
+    assert v0["answer"] == "yes" and "measured: proton.start(cupti) works with it set" in v0["basis"]
+    assert got["none-dev0"]["verdict"] == "runs", got["none-dev0"]["reason"]
+    env1 = link(got["none-dev1"], "environment")
+    assert (env1["answer"], env1["cause"]) == ("unknown", "overlay_not_measured")
+    assert "no GPU vendor" in env1["basis"]
+
+
+# =========================================================================== the collector's reach
+def test_in_process_workloads_get_no_collector(h200: str, monkeypatch) -> None:
+    """gpu_smoke runs in aorta's own process: aorta 0.3.0 attaches Proton only to
+    `_subprocess` (a probe recipe's command), so the cell leaves no profile, even
+    where Proton itself works."""
+    no_aorta(monkeypatch)
+    cli = check(h200, RECIPES / "triage-gpu-smoke.yaml", "--aorta-environments", str(SIDECAR))
+    got = cells_of(cli.stdout)
+    row = got["smoke-cupti-local"]
+    assert (row["verdict"], row["cause"], row["decided_by"], row["exit_code"]) == (
+        "cannot_run", "not_attached", "collector", exitcodes.CANNOT_RUN)
+    col = link(row, "collector")
+    assert "'gpu_smoke' runs in aorta's own process" in col["basis"]
+    assert col["source"] == "aorta 0.3.0's behaviour and workloads (no aorta installed here to read)"
+    assert "mode: probe" in row["fix"]
+    assert (link(row, "start")["answer"], link(row, "capture")["answer"]) == ("yes", "yes")  # Proton would work
+    assert got["smoke-no-collector"]["verdict"] == "not_applicable"
+
+
+def installed_aorta(root: Path, version: str) -> Path:
+    """An installed distribution `amd-aorta` whose aorta.workloads entry points name
+    classes of a module beside it, and an `aorta` command shebanged to this Python:
+    an environment, read the way the real one is."""
+    site = root / "site"
+    site.mkdir(parents=True)
+    (site / "acme_aorta.py").write_text("class SubprocessWorkload:\n    pass\n\n\nclass GpuSmoke:\n    pass\n\n\n"
+                                        "class Wrapped(SubprocessWorkload):\n    pass\n")
+    info = site / f"amd_aorta-{version}.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: amd-aorta\nVersion: {version}\n")
+    (info / "entry_points.txt").write_text("[aorta.workloads]\n_subprocess = acme_aorta:SubprocessWorkload\n"
+                                           "gpu_smoke = acme_aorta:GpuSmoke\nwrapped = acme_aorta:Wrapped\n")
+    bin_dir = root / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "aorta").write_text(f"#!{sys.executable}\n")
+    (bin_dir / "aorta").chmod(0o755)
+    return site
+
+
+def test_the_installed_aorta_s_workloads_are_read(h200: str, tmp_path: Path, monkeypatch) -> None:
+    site = installed_aorta(tmp_path, "0.4.0")
+    monkeypatch.setenv("PATH", f"{tmp_path / 'bin'}:/usr/bin:/bin")
+    monkeypatch.setenv("PYTHONPATH", str(site))
+    answers = {}
+    for workload in ("gpu_smoke", "wrapped", "unheard_of"):
+        recipe = tmp_path / f"{workload}.yaml"
+        recipe.write_text(f"schema_version: 1\nworkload: {workload}\ntrials: 1\nsteps: 1\ncollect: {{proton: "
+                          "{backend: cupti}}\ncells:\n  - {name: a, mitigations: [none], environment: local}\n")
+        [row] = json.loads(check(h200, recipe).stdout)
+        answers[workload] = (link(row, "collector"), row["verdict"])
+    smoke, wrapped, unheard = (answers[w][0] for w in ("gpu_smoke", "wrapped", "unheard_of"))
+    assert smoke["answer"] == "no" and "(acme_aorta:GpuSmoke, from amd-aorta)" in smoke["basis"]
+    assert "the installed aorta is 0.4.0" in smoke["source"] and str(sys.executable) in smoke["source"]
+    assert wrapped["answer"] == "yes" and "is a SubprocessWorkload" in wrapped["basis"]
+    assert answers["wrapped"][1] == "runs"
+    assert unheard["answer"] == "unknown" and "not registered in the installed aorta" in unheard["basis"]
+
+
+# =========================================================================== instrumentation
+def test_instrumentation_cells_without_the_mixed_kernel_record_are_unknown(h200: str) -> None:
+    """The H200's report holds the scoped capture (three scopes with cycles) but
+    predates the mixed-kernel check: the cell says what is missing."""
+    cli = check(h200, RECIPES / "probe-instrumentation.yaml", "--aorta-environments", str(SIDECAR))
+    got = cells_of(cli.stdout)
+    row = got["none-none"]
+    assert (row["verdict"], row["cause"], row["decided_by"]) == ("not_enough_evidence", "not_checked", "capture")
+    assert "unscoped Triton kernel after a scoped one" in row["reason"] and "predates" in row["reason"]
+    checks = link(row, "capture")["facts"]["checks"]
+    assert checks[0]["answer"] == "yes" and "3 scopes with cycles/normalized_cycles (gelu, load, store)" in \
+        checks[0]["basis"]
+    assert got["none-proton-off"]["cause"] == "disabled"
+
+
+def test_instrumentation_cells_from_the_mixed_kernel_record(fake: str) -> None:
+    """Where the report has it: the session that launches an unscoped kernel after a
+    scoped one dies (SIGFPE), in the default mode and in mma."""
+    for recipe in ("probe-instrumentation.yaml", "probe-instrumentation-env.yaml", "probe-mma-env.yaml",
+                   "probe-mma-cli.yaml", "probe-cta-cli.yaml"):
+        cli = check(fake, RECIPES / recipe, "--aorta-environments", str(SIDECAR), target="fake-gpu",
+                    platform="x86_64")
+        row = cells_of(cli.stdout)["none-none"]
+        assert (row["verdict"], row["cause"], row["decided_by"]) == ("cannot_run", "crashed", "capture"), \
+            (recipe, row["reason"])
+        assert "SIGFPE" in row["reason"] and "all scoped, or all unscoped" in row["reason"], recipe
+    mma = cells_of(check(fake, RECIPES / "probe-mma-env.yaml", "--aorta-environments", str(SIDECAR),
+                         target="fake-gpu", platform="x86_64").stdout)["none-none"]
+    assert mma["mode"] == "mma"
+
+
+def test_a_granularity_the_build_refuses_is_mode_refused(fake: str, tmp_path: Path) -> None:
+    """The current probe classifies Triton 3.6.0's refusal at the kernel's exit."""
+    warp = tmp_path / "warp.yaml"
+    warp.write_text((RECIPES / "probe-cta-env.yaml").read_text().replace("granularity: cta", "granularity: warp"))
+    [row] = json.loads(check(fake, warp, target="fake-gpu", platform="x86_64").stdout)
+    assert (row["verdict"], row["cause"], row["decided_by"]) == ("cannot_run", "mode_refused", "start")
+    assert "mode=default:granularity=warp: this build refuses it" in row["reason"]
+    assert "Only warp granularity is supported for now" in row["reason"]
+
+
+# =========================================================================== options past backend and mode
+def test_options_past_backend_and_mode_from_the_option_records(h200: str, tmp_path: Path) -> None:
+    def one(recipe: Path, candidate: str = "h200") -> dict:
+        cli = check(h200, recipe, "--aorta-environments", str(SIDECAR), target=candidate)
+        [row] = json.loads(cli.stdout)
+        assert cli.returncode == row["exit_code"]
+        return row
+
+    for name in ("probe-cta-env.yaml", "probe-warp-group-env.yaml"):
+        row = one(RECIPES / name)
+        assert (row["verdict"], row["cause"], row["decided_by"]) == ("cannot_run", "option_failed", "start"), name
+        assert "PassManager::run failed" in row["reason"] and "mode=default:granularity=" in row["reason"], name
+    # this report's probe kept the granularity=warp failure raw (the rule came later): said as measured
+    warp = tmp_path / "warp.yaml"
+    warp.write_text((RECIPES / "probe-cta-env.yaml").read_text().replace("granularity: cta", "granularity: warp"))
+    row = one(warp)
+    assert (row["cause"], row["decided_by"]) == ("option_failed", "start")
+    assert "Only warp granularity is supported for now" in row["reason"]
+    trace = one(RECIPES / "probe-cupti-trace.yaml")
+    assert trace["verdict"] == "runs" and "data=trace measured to work here" in trace["reason"]
+    assert "with data=trace recorded chrome_trace: 50 kernel launches" in trace["reason"]
+    assert one(RECIPES / "probe-cupti-python.yaml")["verdict"] == "runs"
+    # under mode: cli, Triton 3.6.0's command line drops the mode: measured, not assumed
+    cta_cli = one(RECIPES / "probe-cta-cli.yaml")
+    assert cta_cli["mode"] is None and "compiled its session with default (measured)" in cta_cli["mode_dropped"]
+    assert "dropped" in link(cta_cli, "start")["basis"]
+    # a report without option records: not measured, said
+    old = one(RECIPES / "probe-cupti-python.yaml", candidate="h200-v2")
+    assert (old["verdict"], old["cause"], old["decided_by"]) == ("not_enough_evidence", "not_checked", "start")
+    assert "context=python was not measured: this report predates the option checks" in old["reason"]
+
+
+# =========================================================================== the H200 truth
+def truth_module():
+    spec = importlib.util.spec_from_file_location("aorta_truth", TRUTH / "truth.py")
+    assert spec is not None and spec.loader is not None
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_the_h200_truth_agrees_wherever_the_report_holds_the_evidence(tmp_path: Path) -> None:
+    """bench/aorta_truth.sh compare's rows, on the stored H200 record: every cell
+    agrees with what aorta's runner really left, except those that need the
+    mixed-kernel record this report predates, which say so."""
+    truth = truth_module()
+    db = f"sqlite:///{tmp_path / 'truth.db'}"
+    ing = survey_cli("ingest", str(MEASURED / "report.json"), "--candidate", truth.CANDIDATE, "--new", "--db", db)
+    assert ing.returncode == 0, ing
+    doc = json.loads((MEASURED / "truth.json").read_text())
+
+    def run(recipe: str):
+        cli = survey_cli(*truth.check_argv(recipe, "sm_90", db))
+        return cli.returncode, cli.stdout, cli.stderr
+
+    rows = truth.compare_rows(doc, run)
+    assert len(rows) == 23
+    disagree = [(r[0], r[1]) for r in rows if not r[4]]
+    assert all("SIGFPE" in r[5] and r[3] == "not_enough_evidence (not_checked)" for r in rows if not r[4]), rows
+    assert disagree == [("probe-cta-cli.yaml", "none-none"), ("probe-instrumentation-env.yaml", "none-none"),
+                        ("probe-instrumentation.yaml", "none-none"), ("probe-mma-cli.yaml", "none-none"),
+                        ("probe-mma-env.yaml", "none-none")]
+
+
+# =========================================================================== against aorta 0.3.0 itself
+# Runs in aorta's venv: its built-in mitigations, which workloads are SubprocessWorkloads,
+# the variables each probe cell of the truth recipes sets (its own loader), what its proton
+# wrap does to the device variables, and the command line it builds.
+AORTA_SAYS = r"""
+import json, sys
+from importlib import metadata
+from pathlib import Path
+from aorta.registry.mitigations import BUILTIN_MITIGATIONS
+from aorta.workloads._subprocess import SubprocessWorkload
+from aorta.triage.recipe import load_recipe
+from aorta.instrumentation.proton import wrap_argv, build_argv_prefix
+sidecar = Path(sys.argv[1])
+cases = json.loads(sys.argv[2])
+out = {"builtins": BUILTIN_MITIGATIONS, "workloads": {}, "cells": {}, "wraps": [], "argv": []}
+for ep in metadata.entry_points(group="aorta.workloads"):
+    out["workloads"][ep.name] = issubclass(ep.load(), SubprocessWorkload)
+for path in sys.argv[3:]:
+    r = load_recipe(Path(path), sidecar_files=(sidecar,))
+    if r.probe_extras is not None:
+        out["cells"][Path(path).name] = r.probe_extras.cell_envs
+for backend, env in cases["wraps"]:
+    out["wraps"].append(wrap_argv(["python", "x.py"], "/o", {"backend": backend}, env=env))
+for opts in cases["argv"]:
+    out["argv"].append(build_argv_prefix("/o", opts, python="python"))
+print(json.dumps(out))
+"""
+
+WRAPS = [("rocprofiler", {"HIP_VISIBLE_DEVICES": "1"}), ("auto", {"CUDA_VISIBLE_DEVICES": "0"}),
+         ("auto", {"CUDA_VISIBLE_DEVICES": "0", "ROCR_VISIBLE_DEVICES": "2"}), ("cupti", {"HIP_VISIBLE_DEVICES": "1"}),
+         ("roctracer", {"CUDA_VISIBLE_DEVICES": "", "HIP_VISIBLE_DEVICES": "3"}), ("instrumentation", {})]
+ARGV = [{}, {"backend": "instrumentation", "granularity": "cta", "context": "python"}, {"data": "trace"}]
+
+
+@pytest.mark.integration
+def test_our_reading_of_aorta_is_aorta_s(tmp_path: Path) -> None:
+    from survey.aorta import mitigations as M
+    from survey.aorta import overlays
+    from survey.aorta import recipe as R
+    from survey.aorta.check import attach_link
+    from survey.aorta.workloads import WORKLOADS_030, collector_reach
+    from survey.environments.launchers.pip import PipLauncher
+
+    py = PipLauncher(["amd-aorta==0.3.0"]).obtain().python  # a real aorta 0.3.0 venv (cached)
+    assert py is not None
+    recipes = sorted(RECIPES.glob("*.yaml"))
+    proc = subprocess.run([py, "-c", AORTA_SAYS, str(SIDECAR), json.dumps({"wraps": WRAPS, "argv": ARGV}),
+                           *map(str, recipes)], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    says = json.loads(proc.stdout)
+    assert says["builtins"] == M.BUILTINS
+    assert says["workloads"] == WORKLOADS_030
+    registry = M.load_mitigations(SIDECAR, entry_points=False)
+    for name, cells in says["cells"].items():
+        ours = {c.name: M.overlay(registry, c.mitigations, probe=True).env for c in R.load_recipe(RECIPES / name).cells}
+        assert ours == cells, name
+    assert len(says["cells"]) == len(recipes) - 1  # every probe recipe (the triage one has no axes)
+    for (backend, env), theirs in zip(WRAPS, says["wraps"], strict=True):
+        layered = {k: (v, "extra_env") for k, v in env.items()}
+        overlays.device_translation(backend, layered)
+        unset = [theirs[i + 1] for i, a in enumerate(theirs) if a == "-u"]
+        assigned = dict(a.split("=", 1) for a in theirs[:theirs.index("python")] if "=" in a)
+        assert {k: v for k, (v, _l) in layered.items()} == {**{k: v for k, v in env.items() if k not in unset},
+                                                             **assigned}, (backend, env)
+    for opts, theirs in zip(ARGV, says["argv"], strict=True):
+        cfg = R.parse_recipe({"mode": "probe", "mitigation_axis": ["none"], "diagnostic_axis": ["none"],
+                              "collect": {"proton": opts}}).cells[0].proton
+        assert cfg is not None
+        assert attach_link(cfg).facts["argv"] == [a if a != "/o/proton" else "<dir>/proton" for a in theirs]
+    # the installed aorta's own entry points, read where it is installed
+    reach = collector_reach("triage", "gpu_smoke", python=py)
+    assert reach.answer == "no" and reach.aorta.startswith("aorta 0.3.0's behaviour; workloads read from")
+    assert collector_reach("triage", "_subprocess", python=py).answer == "no"
