@@ -137,16 +137,21 @@ def environment_from_payload(name: str, payload: Any, *, where: str, source: str
 
 
 # --------------------------------------------------------------------------- sidecar files
+def sidecar_section(path: PathLike, key: str) -> tuple[Path, dict[str, Any], str]:
+    """A sidecar file's ``key`` object (``environments`` or ``mitigations``; empty when
+    the file declares only the other), with the file and the source name its entries carry."""
+    p = Path(path)
+    raw = read_sidecar(p).get(key)
+    if raw is None:
+        return p, {}, f"sidecar:{p.name}"
+    if not isinstance(raw, dict):
+        raise EnvironmentsError(f"{p}: '{key}' must be an object, got {type(raw).__name__}")
+    return p, raw, f"sidecar:{p.name}"
+
+
 def load_sidecar(path: PathLike) -> dict[str, AortaEnvironment]:
     """The environments a sidecar file declares (none if it declares only mitigations)."""
-    p = Path(path)
-    data = read_sidecar(p)
-    raw = data.get("environments")
-    if raw is None:
-        return {}
-    if not isinstance(raw, dict):
-        raise EnvironmentsError(f"{p}: 'environments' must be an object, got {type(raw).__name__}")
-    src = f"sidecar:{p.name}"
+    p, raw, src = sidecar_section(path, "environments")
     return {name: environment_from_payload(name, payload, where=f"{p}: environments.{name}", source=src)
             for name, payload in raw.items()}
 

@@ -35,7 +35,7 @@ from survey.aorta.environments import (
     check_env_mapping,
     find_aorta_python,
     read_entry_points,
-    read_sidecar,
+    sidecar_section,
 )
 from survey.core.errors import EnvironmentsError
 
@@ -99,14 +99,7 @@ class Overlay:
 
 def load_sidecar_mitigations(path: PathLike) -> dict[str, Mitigation]:
     """The mitigations a sidecar file declares (none if it declares only environments)."""
-    p = Path(path)
-    data = read_sidecar(p)
-    raw = data.get("mitigations")
-    if raw is None:
-        return {}
-    if not isinstance(raw, dict):
-        raise EnvironmentsError(f"{p}: 'mitigations' must be an object, got {type(raw).__name__}")
-    src = f"sidecar:{p.name}"
+    p, raw, src = sidecar_section(path, "mitigations")
     return {name: Mitigation(name, check_env_mapping(f"{p}: mitigations.{name}", payload), src)
             for name, payload in raw.items()}
 

@@ -117,7 +117,7 @@ def pool(rows: Iterable[Any]) -> dict[CheckKey, Pooled]:
 
 def groups(s: Session, runs: Iterable[m.Run]) -> dict[int, tuple[int, ...]]:
     """Run id -> the ids of every complete run of its environment (one query for
-    all the runs not asked about before in this session)."""
+    all the runs the Session has not asked about yet)."""
     cache, candidate_of = _cache(s)["groups"], _cache(s)["candidate"]
     todo = {r.id: group_key(r) for r in runs if r.id not in cache and r.environment_id is not None}
     if todo:
