@@ -87,7 +87,7 @@ def test_two_candidate_survey_end_to_end(tmp_path: Path) -> None:
     r = survey(db, "diff", f"run:{first_380}", "triton-3.8.0")
     assert r.returncode == 0 and f"a: run #{first_380}" in r.stdout, r
     r = survey(db, "diff", "triton-3.7.1", "triton-3.8.0")
-    assert r.returncode == 1 and "triton_version: 3.7.1 -> 3.8.0" in r.stdout, r
+    assert r.returncode == 1 and "Triton: 3.7.1 -> 3.8.0" in r.stdout, r
     assert "None" not in r.stdout and "['" not in r.stdout
 
 
