@@ -40,8 +40,8 @@ HERE = discovery.target_python(None)
 
 @pytest.fixture
 def hermetic_pip(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
-    """pip sees only the indexes a test names (no configuration of this machine), venvs
-    and the CLI cache live in the test's directory."""
+    """pip sees only the indexes a test names (no configuration of this machine), and
+    venvs live in the test's directory."""
     monkeypatch.setenv("PIP_CONFIG_FILE", os.devnull)
     for var in ("PIP_FIND_LINKS", "PIP_INDEX_URL", "PIP_EXTRA_INDEX_URL"):
         monkeypatch.delenv(var, raising=False)

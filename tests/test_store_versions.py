@@ -154,7 +154,7 @@ def test_two_surveys_at_once_store_one_run_of_an_environment(store_url: str, tmp
     procs = [subprocess.Popen([sys.executable, "-m", "survey", "run", "--catalog", str(cat), "--db", store_url,
                                "--no-table", "--timeout", "30"], cwd=ROOT, stdout=subprocess.PIPE,
                               stderr=subprocess.PIPE, text=True,
-                              env={**os.environ, "SURVEY_TEST_RENDEZVOUS": who, "SURVEY_CLI_CACHE": "0"})
+                              env={**os.environ, "SURVEY_TEST_RENDEZVOUS": who})
              for who in ("a", "b")]
     outs = [p.communicate(timeout=300) for p in procs]
     assert [p.returncode for p in procs] == [0, 0], outs

@@ -37,7 +37,7 @@ def unattended(env: dict[str, str]) -> subprocess.CompletedProcess[str]:
 def settings(tmp_path: Path) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PIP_", "SURVEY_"))}
     env.update(SURVEY=f"{sys.executable} -m survey", SURVEY_DB=f"sqlite:///{tmp_path / 'store' / 's.db'}",
-               SURVEY_CACHE=str(tmp_path / "cache"), SURVEY_CLI_CACHE="0", PIP_CONFIG_FILE=os.devnull,
+               SURVEY_CACHE=str(tmp_path / "cache"), PIP_CONFIG_FILE=os.devnull,
                SURVEY_PAGE=str(tmp_path / "page.md"), SURVEY_SITE=str(tmp_path / "site"),
                SURVEY_ARGS="--timeout 20 --jobs 1")
     (tmp_path / "page.md").write_text(PAGE)

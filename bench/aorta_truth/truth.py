@@ -365,7 +365,7 @@ def cmd_compare(args):
     survey = args.survey.split()
     work = tempfile.mkdtemp(prefix="aorta-truth-compare-")
     db = "sqlite:///" + os.path.join(work, "survey.db")
-    env = dict(os.environ, SURVEY_CLI_CACHE="0", SURVEY_CACHE=os.path.join(work, "cache"))
+    env = dict(os.environ, SURVEY_CACHE=os.path.join(work, "cache"))
 
     def check(recipe):
         proc = subprocess.run(survey + check_argv(recipe, args.platform, db), capture_output=True, text=True,
