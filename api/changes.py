@@ -36,6 +36,10 @@ Since = Annotated[str, Query(description="only changes by runs stored at or afte
                                                                            {"format": "date-time"}]})]
 ATOM_NS = "http://www.w3.org/2005/Atom"
 SCOPES = ("catalog", "all")
+Kind = Annotated[str, Query(description="only this kind of change (empty: every kind)",
+                            json_schema_extra={"enum": ["", *changes_mod.KINDS]})]
+Scope = Annotated[str, Query(description="catalog: the published candidates; all: ad-hoc ones too",
+                             json_schema_extra={"enum": list(SCOPES)})]
 
 
 def _since(text: str) -> dt.datetime | None:
@@ -142,11 +146,9 @@ def _entry(request: Request, fmt: str, rows: list[dict[str, Any]], kind: str, si
 async def changes_view(
     request: Request,
     fmt: str,
-    kind: Annotated[str, Query(description="only this kind of change (empty: every kind)",
-                               json_schema_extra={"enum": ["", *changes_mod.KINDS]})] = "",
+    kind: Kind = "",
     since: Since = "",
-    scope: Annotated[str, Query(description="catalog: the published candidates; all: ad-hoc ones too",
-                                json_schema_extra={"enum": list(SCOPES)})] = "catalog",
+    scope: Scope = "catalog",
     size: pages.Size = pages.DEFAULT_SIZE,
     start: pages.Offset = 0,
     if_none_match: cache_mod.IfNoneMatch = None,
@@ -167,11 +169,9 @@ async def changes_view(
 
 async def changes_atom(
     request: Request,
-    kind: Annotated[str, Query(description="only this kind of change (empty: every kind)",
-                               json_schema_extra={"enum": ["", *changes_mod.KINDS]})] = "",
+    kind: Kind = "",
     since: Since = "",
-    scope: Annotated[str, Query(description="catalog: the published candidates; all: ad-hoc ones too",
-                                json_schema_extra={"enum": list(SCOPES)})] = "catalog",
+    scope: Scope = "catalog",
     size: pages.Size = pages.DEFAULT_SIZE,
     start: pages.Offset = 0,
     if_none_match: cache_mod.IfNoneMatch = None,

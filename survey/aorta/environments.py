@@ -137,6 +137,16 @@ def environment_from_payload(name: str, payload: Any, *, where: str, source: str
 
 
 # --------------------------------------------------------------------------- sidecar files
+def register(registry: dict[str, Any], found: Mapping[str, Any], what: str) -> None:
+    """Add ``found`` (entries with a ``source``) to ``registry``; a name two sources register is
+    refused, as aorta refuses it."""
+    for name, entry in found.items():
+        if name in registry:
+            raise EnvironmentsError(f"{what} {name!r} registered by both {registry[name].source!r} and "
+                                    f"{entry.source!r}; rename one or remove the duplicate")
+        registry[name] = entry
+
+
 def sidecar_section(path: PathLike, key: str) -> tuple[Path, dict[str, Any], str]:
     """A sidecar file's ``key`` object (``environments`` or ``mitigations``; empty when
     the file declares only the other), with the file and the source name its entries carry."""
@@ -294,11 +304,7 @@ def load_environments(
     }
 
     def merge(found: Mapping[str, AortaEnvironment]) -> None:
-        for name, env in found.items():
-            if name in registry:
-                raise EnvironmentsError(f"environment {name!r} registered by both {registry[name].source!r} and "
-                                        f"{env.source!r}; rename one or remove the duplicate")
-            registry[name] = env
+        register(registry, found, "environment")
 
     if entry_points:
         py = python or find_aorta_python()

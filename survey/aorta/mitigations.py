@@ -35,6 +35,7 @@ from survey.aorta.environments import (
     check_env_mapping,
     find_aorta_python,
     read_entry_points,
+    register,
     sidecar_section,
 )
 from survey.core.errors import EnvironmentsError
@@ -136,11 +137,7 @@ def load_mitigations(
     sources = ["aorta 0.3.0's built-ins"]
 
     def merge(found: Mapping[str, Mitigation]) -> None:
-        for name, mit in found.items():
-            if name in out:
-                raise EnvironmentsError(f"mitigation {name!r} registered by both {out[name].source!r} and "
-                                        f"{mit.source!r}; rename one or remove the duplicate")
-            out[name] = mit
+        register(out, found, "mitigation")
 
     if entry_points:
         py = python or find_aorta_python()
