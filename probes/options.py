@@ -52,8 +52,11 @@ GRANULARITIES = ("cta", "warp", "warp_2", "warp_4", "warp_8", "warp_group", "war
 INSTRUMENTATION_MODES = ("default", "mma")
 # A mode the command line is given, to see whether its session uses it.
 CLI_MODE = "mma"
-# The session modes the mixed-kernel check runs in (None: the backend's default).
-MIXED_MODES = (None, "mma")
+# The session modes the kernel-shape checks run in (None: the backend's default).
+SHAPE_MODES = (None, "mma")
+# The shapes of an instrumentation workload's kernels: only scoped ones, only
+# unscoped ones, both in one session.
+KERNEL_SHAPES = ("scoped", "plain", "mixed")
 # Launches per option capture: each says whether the option works and what it
 # records, not what it costs (an instrumentation trace holds an event per scope,
 # warp and launch: 2.5 million events, 690 MB, for 50 launches of the payload).
@@ -88,12 +91,13 @@ def plan(backends):
                 mode = "%s:granularity=%s" % (name, g)
                 checks.append(("mode", mode, {"backend": "instrumentation", "mode": mode}))
         checks.append(("cli", CLI_MODE, {"backend": "instrumentation", "mode": CLI_MODE, "attach": "cli"}))
-        # A session that launches an unscoped Triton kernel beside a scoped one, as
-        # a real workload does (on the H200, Triton 3.6.0 died of SIGFPE there while
-        # either kernel alone was captured), in the backend's default mode and in mma.
-        for session_mode in MIXED_MODES:
-            checks.append(("kernels", "mixed", {"backend": "instrumentation", "mode": session_mode,
-                                                "kernel": "mixed"}))
+        # Each shape of workload apart (on the H200, Triton 3.6.0 captured the scoped
+        # kernel alone, recorded nothing of the unscoped one alone, and died of
+        # SIGFPE where one session launched both), in the default mode and in mma.
+        for session_mode in SHAPE_MODES:
+            for shape in KERNEL_SHAPES:
+                checks.append(("kernels", shape, {"backend": "instrumentation", "mode": session_mode,
+                                                  "kernel": shape}))
     return checks
 
 

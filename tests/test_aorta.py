@@ -44,7 +44,7 @@ def read(name: str, envs=None) -> R.Recipe:
 # --------------------------------------------------------------------------- recipes: what is read
 def test_list_form_proton_defaults_and_cell_overrides(envs) -> None:
     r = read("collect-list.yaml", envs)
-    assert (r.shape, r.aorta_030_refuses, r.newer_keys) == ("triage", None, [])
+    assert (r.shape, r.model_refuses, r.newer_keys) == ("triage", None, [])
     assert [c.name for c in r.cells] == ["baseline", "in-image", "in-venv", "no-profiler", "proton-and-numerics"]
     base = r.cell("baseline")
     assert base.proton is not None and base.proton.aorta_options() == DEFAULTS
@@ -105,7 +105,7 @@ def test_reference_page_shape_is_read_and_flagged_as_newer_than_030() -> None:
     assert p is not None and (p.backend, p.launch, p.mode, p.mode_key, p.backend_mode) == \
         ("rocprofiler", "env", "pcsampling", "backend_mode", "pcsampling")
     assert r.newer_keys == ["collect.proton.backend_mode"]
-    assert r.aorta_030_refuses is not None and "backend_mode" in r.aorta_030_refuses
+    assert r.model_refuses is not None and "backend_mode" in r.model_refuses
 
 
 def test_legacy_proton_block_still_reads() -> None:
@@ -113,7 +113,7 @@ def test_legacy_proton_block_still_reads() -> None:
     assert r.shape == "proton-block" and [c.name for c in r.cells] == ["gelu"] and r.cells[0].environment is None
     p = r.cells[0].proton
     assert p is not None and (p.backend, p.mode, p.mode_key) == ("rocprofiler", "periodic_flushing", "backend_mode")
-    assert r.aorta_030_refuses is not None and "not aorta's schema" in r.aorta_030_refuses
+    assert r.model_refuses is not None and "not aorta's schema" in r.model_refuses
 
 
 # --------------------------------------------------------------------------- recipes: what is refused
@@ -504,7 +504,7 @@ def test_fixtures_are_aorta_input_and_read_alike(aorta_python: str, envs) -> Non
     for p in paths:
         ours = R.load_recipe(p, envs)
         got = theirs[str(p)]
-        if ours.aorta_030_refuses is None:
+        if ours.model_refuses is None:
             assert "error" not in got, (p.name, got)
             assert got["cells"] == our_reading(ours), p.name
         else:
@@ -516,7 +516,7 @@ def test_fixtures_are_aorta_input_and_read_alike(aorta_python: str, envs) -> Non
                 assert ours.newer_keys
                 for key in ours.newer_keys:
                     assert f"unknown option(s) ['{key.rsplit('.', 1)[1]}']" in got["error"]
-    readable = [p.name for p in paths if R.load_recipe(p).aorta_030_refuses is None]
+    readable = [p.name for p in paths if R.load_recipe(p).model_refuses is None]
     assert readable == ["check-cells.yaml", "collect-list.yaml", "collect-mapping.yaml", "probe-roctracer.yaml"]
 
 

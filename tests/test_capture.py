@@ -157,16 +157,24 @@ def test_options_past_the_mode_are_each_measured_in_a_process_of_their_own(tmp_p
         {(o, v, b) for b in ("cupti", "instrumentation")
          for o, v in (("context", "python"), ("data", "trace"), ("cli", None))}
         | {("mode", f"{n}:granularity={g}", "instrumentation") for n in ("default", "mma") for g in granularities}
-        | {("cli", "mma", "instrumentation"), ("kernels", "mixed", "instrumentation")})
+        | {("cli", "mma", "instrumentation")}
+        | {("kernels", shape, "instrumentation") for shape in ("scoped", "plain", "mixed")})
     dirs = {os.path.dirname(next(a for a in c["argv"] if a.endswith("gelu.py"))) for c in opts.values()}
     assert len(dirs) == len(opts)  # a process (and a directory) each
     for key, cap in opts.items():
         if key[0] == "data":
             assert cap["outcome"] == O.TIMEOUT and cap["timed_out"] is True, cap
             assert cap["duration_s"] < 60
-        elif key[0] == "kernels":  # this build, like Triton 3.6.0, dies when an unscoped kernel follows a scoped one
+        elif key[:2] == ("kernels", "mixed"):  # this build, like Triton 3.6.0, dies when both kinds share a session
             assert cap["outcome"] == O.CRASH and cap["signal"] == "SIGFPE" and cap["kernel"] == "mixed", cap
             assert cap["argv"][cap["argv"].index("--kernel") + 1] == "mixed" and cap["expected"] == "scopes"
+        elif key[:2] == ("kernels", "plain"):  # an unscoped kernel alone: this build records nothing of it
+            assert cap["outcome"] == O.EMPTY_CAPTURE and cap["kernel"] == "plain", cap
+            assert cap["argv"][cap["argv"].index("--kernel") + 1] == "plain" and cap["expected"] == "kernels"
+            assert cap["recorded"]["scopes"] == [] and not cap["recorded"]["launches"]
+        elif key[:2] == ("kernels", "scoped"):
+            assert cap["outcome"] == O.OK and cap["kernel"] == "scoped" and cap["expected"] == "scopes", cap
+            assert [s["name"] for s in cap["recorded"]["scopes"]] == ["load", "gelu", "store"]
         elif key[0] == "mode":  # this build, like Triton 3.6.0, refuses a granularity at the kernel's exit
             assert cap["outcome"] == O.UNSUPPORTED_MODE and cap["rule"] == "granularity-not-warp", (key, cap)
             assert cap["exit_code"] == 2 and "Only warp granularity is supported for now" in cap["message"]
@@ -174,8 +182,8 @@ def test_options_past_the_mode_are_each_measured_in_a_process_of_their_own(tmp_p
         else:
             assert cap["outcome"] == O.OK, (key, cap)
         assert cap["iters"] == 5  # an option capture says whether it works, not what it costs
-    mixed = [o["capture"] for o in rep["options"] if o["option"] == "kernels"]  # in each session mode
-    assert [c["mode"] for c in mixed] == [None, "mma"] and {c["signal"] for c in mixed} == {"SIGFPE"}
+    shapes = [(o["value"], o["capture"]["mode"]) for o in rep["options"] if o["option"] == "kernels"]
+    assert shapes == [(k, m) for m in (None, "mma") for k in ("scoped", "plain", "mixed")]  # each shape, each mode
     assert opts[("context", "python", "cupti")]["context"] == "python"
     assert [s["name"] for s in opts[("context", "python", "instrumentation")]["recorded"]["scopes"]] == [
         "load", "gelu", "store"]

@@ -43,9 +43,14 @@ def link(row: dict, name: str) -> dict:
     return lk
 
 
-def check(db: str, recipe: Path, *args: str, target: str | None = "h200", platform: str = "sm_90"):
+# The command the truth recipes ran (bench/aorta_truth/truth.py: aorta sweep run -- PY workload.py).
+WORKLOAD_COMMAND = ("python3", str(TRUTH / "workload.py"))
+
+
+def check(db: str, recipe: Path, *args: str, target: str | None = "h200", platform: str = "sm_90",
+          command: tuple[str, ...] | None = WORKLOAD_COMMAND):
     return survey_cli("check", *([target] if target else []), "--recipe", str(recipe), *args, "--platform", platform,
-                      "--json", "--db", db)
+                      "--json", "--db", db, *(("--", *command) if command else ()))
 
 
 @pytest.fixture
@@ -135,7 +140,7 @@ def test_probe_axes_are_overlays_and_decide_the_answer(h200: str) -> None:
     assert cell["facts"]["set_by"] == {"TRITON_PROTON_DISABLE": "proton-off"}
     assert "the CUDA runtime sees no device" in got["none-no-gpus"]["reason"]
     assert [lk["link"] for lk in got["none-none"]["links"]] == [
-        "recipe", "options", "cell", "attach", "collector", "environment", "start", "capture"]
+        "recipe", "options", "cell", "attach", "command", "collector", "environment", "start", "capture"]
     assert "50 kernel launches" in got["none-none"]["reason"]
 
 
@@ -245,34 +250,49 @@ def test_the_installed_aorta_s_workloads_are_read(h200: str, tmp_path: Path, mon
 
 
 # =========================================================================== instrumentation
-def test_instrumentation_cells_without_the_mixed_kernel_record_are_unknown(h200: str) -> None:
+def test_instrumentation_cells_without_the_kernel_shape_records_say_what_is_measured(h200: str) -> None:
     """The H200's report holds the scoped capture (three scopes with cycles) but
-    predates the mixed-kernel check: the cell says what is missing."""
+    predates the unscoped and mixed sessions: the cell collects on the condition that
+    every kernel is scoped (measured), and says the other shapes were not measured;
+    never a no."""
     cli = check(h200, RECIPES / "probe-instrumentation.yaml", "--aorta-environments", str(SIDECAR))
+    assert cli.returncode == exitcodes.CANNOT_RUN, cli  # the proton-off cell
     got = cells_of(cli.stdout)
     row = got["none-none"]
-    assert (row["verdict"], row["cause"], row["decided_by"]) == ("not_enough_evidence", "not_checked", "capture")
-    assert "unscoped Triton kernel after a scoped one" in row["reason"] and "predates" in row["reason"]
-    checks = link(row, "capture")["facts"]["checks"]
-    assert checks[0]["answer"] == "yes" and "3 scopes with cycles/normalized_cycles (gelu, load, store)" in \
-        checks[0]["basis"]
+    assert (row["verdict"], row["exit_code"], row["cause"], row["decided_by"]) == (
+        "conditional", exitcodes.CONDITIONAL, "depends_on_kernels", "capture")
+    assert row["condition"].startswith("collects if every Triton kernel in the session carries a proton.language "
+                                       "scope"), row["condition"]
+    assert "launches scoped and unscoped Triton kernels: not measured" in row["condition"]
+    kernels = link(row, "capture")["facts"]["kernels"]
+    assert {k: v["answer"] for k, v in kernels.items()} == {"scoped": "yes", "plain": "unknown", "mixed": "unknown"}
+    assert "3 scopes with cycles/normalized_cycles (gelu, load, store)" in kernels["scoped"]["basis"]
     assert got["none-proton-off"]["cause"] == "disabled"
 
 
-def test_instrumentation_cells_from_the_mixed_kernel_record(fake: str) -> None:
-    """Where the report has it: the session that launches an unscoped kernel after a
-    scoped one dies (SIGFPE), in the default mode and in mma."""
+def test_instrumentation_answers_with_the_condition_each_kernel_shape_measured(fake: str) -> None:
+    """Where the report has every shape (a fake GPU stack that, like Triton 3.6.0 on
+    the H200, records scopes of a scoped kernel, nothing of an unscoped one, and dies
+    of SIGFPE where one session launches both): the answer is the condition, exit 8,
+    never a confident no from the mixed session alone (the old answer: cannot_run)."""
     for recipe in ("probe-instrumentation.yaml", "probe-instrumentation-env.yaml", "probe-mma-env.yaml",
-                   "probe-mma-cli.yaml", "probe-cta-cli.yaml"):
+                   "probe-mma-cli.yaml", "probe-cta-cli.yaml", "pcsampling-scoped-cli.yaml"):
         cli = check(fake, RECIPES / recipe, "--aorta-environments", str(SIDECAR), target="fake-gpu",
                     platform="x86_64")
         row = cells_of(cli.stdout)["none-none"]
-        assert (row["verdict"], row["cause"], row["decided_by"]) == ("cannot_run", "crashed", "capture"), \
-            (recipe, row["reason"])
-        assert "SIGFPE" in row["reason"] and "all scoped, or all unscoped" in row["reason"], recipe
+        assert (row["verdict"], row["exit_code"], row["cause"], row["decided_by"]) == (
+            "conditional", exitcodes.CONDITIONAL, "depends_on_kernels", "capture"), (recipe, row["reason"])
+        assert row["condition"] == (
+            "collects if every Triton kernel in the session carries a proton.language scope; where no Triton kernel "
+            "in the session carries a scope, it records nothing on this build (empty_capture); where the session "
+            "launches scoped and unscoped Triton kernels, it dies on this build (SIGFPE) (measured)"), recipe
+        kernels = link(row, "capture")["facts"]["kernels"]
+        assert {k: v["answer"] for k, v in kernels.items()} == {"scoped": "yes", "plain": "no", "mixed": "no"}
+    one = check(fake, RECIPES / "instr-scoped-env.yaml", target="fake-gpu", platform="x86_64")
+    assert one.returncode == exitcodes.CONDITIONAL, one
     mma = cells_of(check(fake, RECIPES / "probe-mma-env.yaml", "--aorta-environments", str(SIDECAR),
                          target="fake-gpu", platform="x86_64").stdout)["none-none"]
-    assert mma["mode"] == "mma"
+    assert mma["mode"] == "mma" and "(mode mma)" in link(mma, "capture")["facts"]["kernels"]["mixed"]["basis"]
 
 
 def test_a_granularity_the_build_refuses_is_mode_refused(fake: str, tmp_path: Path) -> None:
@@ -326,27 +346,31 @@ def truth_module():
     return mod
 
 
-def test_the_h200_truth_agrees_wherever_the_report_holds_the_evidence(tmp_path: Path) -> None:
-    """bench/aorta_truth.sh compare's rows, on the stored H200 record: every cell
-    agrees with what aorta's runner really left, except those that need the
-    mixed-kernel record this report predates, which say so."""
+def test_the_h200_truth_agrees_cell_by_cell(tmp_path: Path) -> None:
+    """bench/aorta_truth.sh compare's rows, on the stored H200 record (run 4: the
+    probe's report with the mixed-kernel session, the commands aorta ran): every cell
+    agrees with what aorta's runner really left; the instrumentation cells answer
+    with their condition, which for this workload (both kernels in one session) is
+    no profile."""
     truth = truth_module()
+    record = MEASURED / "run4"
     db = f"sqlite:///{tmp_path / 'truth.db'}"
-    ing = survey_cli("ingest", str(MEASURED / "report.json"), "--candidate", truth.CANDIDATE, "--new", "--db", db)
+    ing = survey_cli("ingest", str(record / "report.json"), "--candidate", truth.CANDIDATE, "--new", "--db", db)
     assert ing.returncode == 0, ing
-    doc = json.loads((MEASURED / "truth.json").read_text())
+    doc = json.loads((record / "truth.json").read_text())
 
-    def run(recipe: str):
-        cli = survey_cli(*truth.check_argv(recipe, "sm_90", db))
+    def run(recipe: str, command):
+        cli = survey_cli(*truth.check_argv(recipe, "sm_90", db, command))
         return cli.returncode, cli.stdout, cli.stderr
 
     rows = truth.compare_rows(doc, run)
     assert len(rows) == 23
-    disagree = [(r[0], r[1]) for r in rows if not r[4]]
-    assert all("SIGFPE" in r[5] and r[3] == "not_enough_evidence (not_checked)" for r in rows if not r[4]), rows
-    assert disagree == [("probe-cta-cli.yaml", "none-none"), ("probe-instrumentation-env.yaml", "none-none"),
-                        ("probe-instrumentation.yaml", "none-none"), ("probe-mma-cli.yaml", "none-none"),
-                        ("probe-mma-env.yaml", "none-none")]
+    assert [(r[0], r[1], r[3]) for r in rows if not r[4]] == []
+    conditional = sorted(r[0] for r in rows if r[3].startswith("conditional"))
+    assert conditional == ["probe-cta-cli.yaml", "probe-instrumentation-env.yaml", "probe-instrumentation.yaml",
+                           "probe-mma-cli.yaml", "probe-mma-env.yaml"], rows
+    assert all(r[3].endswith("-> none for mixed kernels") for r in rows
+               if r[0] in conditional and r[1] == "none-none"), rows
 
 
 # =========================================================================== against aorta 0.3.0 itself
@@ -389,7 +413,7 @@ def test_our_reading_of_aorta_is_aorta_s(tmp_path: Path) -> None:
     from survey.aorta import overlays
     from survey.aorta import recipe as R
     from survey.aorta.check import attach_link
-    from survey.aorta.workloads import WORKLOADS_030, collector_reach
+    from survey.aorta.workloads import WORKLOADS, collector_reach
     from survey.environments.launchers.pip import PipLauncher
 
     py = PipLauncher(["amd-aorta==0.3.0"]).obtain().python  # a real aorta 0.3.0 venv (cached)
@@ -400,7 +424,7 @@ def test_our_reading_of_aorta_is_aorta_s(tmp_path: Path) -> None:
     assert proc.returncode == 0, proc.stderr
     says = json.loads(proc.stdout)
     assert says["builtins"] == M.BUILTINS
-    assert says["workloads"] == WORKLOADS_030
+    assert says["workloads"] == WORKLOADS
     registry = M.load_mitigations(SIDECAR, entry_points=False)
     for name, cells in says["cells"].items():
         ours = {c.name: M.overlay(registry, c.mitigations, probe=True).env for c in R.load_recipe(RECIPES / name).cells}

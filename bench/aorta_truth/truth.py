@@ -52,6 +52,46 @@ WORKLOAD = os.path.join(HERE, "workload.py")
 AORTA = "import sys; from aorta.cli import main; sys.argv[0] = 'aorta'; main()"
 CANDIDATE = "aorta-truth"
 TAIL = 3000
+# The command each probe recipe's cells run (`aorta sweep run --recipe R -- COMMAND`):
+# {py} the interpreter, {here} this directory, {bin} OUT/bin (the console script).
+# Every other probe recipe runs `{py} {here}/workload.py` (both kernels in one session).
+COMMANDS = {
+    "cmd-module-cli.yaml": ["{py}", "-m", "workload"],
+    "cmd-module-env.yaml": ["{py}", "-m", "workload"],
+    "cmd-pytest-cli.yaml": ["{py}", "-m", "pytest", "-q", "-p", "no:cacheprovider", "{here}/test_workload.py"],
+    "cmd-pytest-env.yaml": ["{py}", "-m", "pytest", "-q", "-p", "no:cacheprovider", "{here}/test_workload.py"],
+    "cmd-shell-cli.yaml": ["bash", "{here}/run.sh"],
+    "cmd-shell-env.yaml": ["bash", "{here}/run.sh"],
+    "cmd-console-cli.yaml": ["{bin}/truth-workload"],
+    "cmd-console-env.yaml": ["{bin}/truth-workload"],
+    "instr-scoped-cli.yaml": ["{py}", "{here}/workload.py", "--kernels", "scoped"],
+    "instr-plain-cli.yaml": ["{py}", "{here}/workload.py", "--kernels", "plain"],
+    "instr-scoped-env.yaml": ["{py}", "{here}/workload.py", "--kernels", "scoped"],
+    "instr-plain-env.yaml": ["{py}", "{here}/workload.py", "--kernels", "plain"],
+    "mma-scoped-env.yaml": ["{py}", "{here}/workload.py", "--kernels", "scoped"],
+    "mma-scoped-cli.yaml": ["{py}", "{here}/workload.py", "--kernels", "scoped"],
+    "pcsampling-scoped-cli.yaml": ["{py}", "{here}/workload.py", "--kernels", "scoped"],
+}
+DEFAULT_COMMAND = ["{py}", "{here}/workload.py"]
+# The recipes whose variables `survey check --measure` measures on the GPU host.
+MEASURED = ("probe-overlays.yaml",)
+# The shape of the workload's Triton kernels, from its command (survey's kernels=...).
+SHAPE_OF = {"scoped": "scoped", "plain": "plain", "both": "mixed"}
+
+
+def command_for(recipe, py, out):
+    return [a.format(py=py, here=HERE, bin=os.path.join(out, "bin")) for a in
+            COMMANDS.get(os.path.basename(recipe), DEFAULT_COMMAND)]
+
+
+def console_script(out, py):
+    """OUT/bin/truth-workload: a console script (a Python shebang) running workload.py."""
+    path = os.path.join(out, "bin", "truth-workload")
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with open(path, "w") as f:
+        f.write("#!%s\nimport sys\nsys.path.insert(0, %r)\nimport workload\nsys.exit(workload.main())\n" % (py, HERE))
+    os.chmod(path, 0o755)
+    return path
 
 
 def recipes():
@@ -69,7 +109,7 @@ def _tail(path, limit=TAIL):
 
 
 # --------------------------------------------------------------------------- record
-def run_recipe(py, recipe, out, timeout, env):
+def run_recipe(py, recipe, out, timeout, env, top):
     """One recipe through ``aorta sweep run``, in a process of its own."""
     from aorta.triage.recipe import load_recipe
 
@@ -77,7 +117,7 @@ def run_recipe(py, recipe, out, timeout, env):
     probe_mode = loaded.probe_extras is not None
     argv = [py, "-c", AORTA, "sweep", "run", "--recipe", recipe, "--mitigations-file", SIDECAR, "--output", out]
     if probe_mode:
-        argv += ["--", py, WORKLOAD]
+        argv += ["--"] + command_for(recipe, py, top)
     os.makedirs(out, exist_ok=True)
     t0 = time.time()
     with open(os.path.join(out, "aorta.stdout"), "wb") as o, open(os.path.join(out, "aorta.stderr"), "wb") as e:
@@ -284,11 +324,15 @@ def cmd_record(args):
     runs = os.path.join(out, "runs")
     if os.path.isdir(runs):
         shutil.rmtree(runs)
-    env = dict(os.environ)
+    # the workload importable as a module (`python -m workload`, the console script,
+    # pytest), the shell script's interpreter
+    path = os.environ.get("PYTHONPATH")
+    env = dict(os.environ, PYTHONPATH=HERE + (os.pathsep + path if path else ""), TRUTH_PYTHON=args.python)
+    console_script(out, args.python)
     t0 = time.time()
     with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, args.jobs)) as pool:
         futs = {r: pool.submit(run_recipe, args.python, r, os.path.join(runs, os.path.basename(r)[:-5]),
-                               args.timeout, env) for r in recipes()}
+                               args.timeout, env, out) for r in recipes()}
         runners = {r: f.result() for r, f in futs.items()}
     wall = time.time() - t0
     doc = {
@@ -319,24 +363,47 @@ def _version(dist):
 
 
 # --------------------------------------------------------------------------- compare
-def predicted(cell):
-    """survey's answer as a prediction: True (a profile), False (none), None (no answer)."""
+def shape_of(command):
+    """The shape of the workload's Triton kernels, from its command."""
+    command = command or []
+    kernels = command[command.index("--kernels") + 1] if "--kernels" in command[:-1] else "both"
+    return SHAPE_OF.get(kernels, "mixed")
+
+
+def predicted(cell, shape="mixed"):
+    """survey's answer as a prediction: True (a profile), False (none), None (no
+    answer). A conditional answer is its condition applied to the workload's kernels
+    (``shape``): the shape's own measured answer."""
     if cell.get("verdict") == "not_applicable":
         return False
+    if cell.get("verdict") == "conditional":
+        for lk in cell.get("links") or []:
+            kernels = (lk.get("facts") or {}).get("kernels")
+            if lk.get("answer") == "conditional" and isinstance(kernels, dict) and shape in kernels:
+                return {"yes": True, "no": False}.get(kernels[shape].get("answer"))
+        return None
     code = cell.get("exit_code")
     return {0: True, 2: False}.get(code)
 
 
+def recipe_command(rec):
+    """The command aorta really ran for a probe recipe (after `--` in its argv), or None."""
+    argv = (rec.get("runner") or {}).get("argv") or []
+    return argv[argv.index("--") + 1:] if "--" in argv else None
+
+
 def compare_rows(truth, check):
     """One row per cell of ``truth`` (a truth.json document): (recipe, cell, profile
-    left, what survey said, agree, what really happened). ``check(recipe_path)``
-    runs ``survey check CANDIDATE --recipe R --aorta-environments SIDECAR --platform
-    P --json`` against a store holding the report and returns (exit code, stdout,
-    stderr): the sidecar is the one every recipe ran with (its mitigations are the
-    probe axes, its environments the cells')."""
+    left, what survey said, agree, what really happened). ``check(recipe_path,
+    command)`` runs ``survey check CANDIDATE --recipe R --aorta-environments SIDECAR
+    --platform P --json -- COMMAND`` against a store holding the report and returns
+    (exit code, stdout, stderr): the sidecar is the one every recipe ran with (its
+    mitigations are the probe axes, its environments the cells'), the command the
+    one aorta ran."""
     rows = []
     for rec in truth["recipes"]:
-        code, stdout, stderr = check(os.path.join(RECIPES, rec["recipe"]))
+        command = recipe_command(rec)
+        code, stdout, stderr = check(os.path.join(RECIPES, rec["recipe"]), command)
         err = (stderr.strip().splitlines() or ["no output"])[-1]
         try:
             answers = {c["cell"]: c for c in json.loads(stdout)}
@@ -346,15 +413,18 @@ def compare_rows(truth, check):
             a = answers.get(c["cell"])
             said = ("%s (%s)" % (a["verdict"], a.get("cause")) if a is not None
                     else "no answer: exit %d, %s" % (code, err))
-            guess = predicted(a) if a is not None else None
+            guess = predicted(a, shape_of(command)) if a is not None else None
+            if a is not None and a.get("verdict") == "conditional":
+                said += " -> %s for %s kernels" % ({True: "profile", False: "none", None: "?"}[guess],
+                                                   shape_of(command))
             rows.append((rec["recipe"], c["cell"], c["profile_left"], said, guess is not None and
                          guess == c["profile_left"], c.get("why", "")))
     return rows
 
 
-def check_argv(recipe, platform, db):
-    return ["check", CANDIDATE, "--recipe", recipe, "--aorta-environments", SIDECAR, "--platform", platform,
-            "--json", "--db", db]
+def check_argv(recipe, platform, db, command=None):
+    return (["check", CANDIDATE, "--recipe", recipe, "--aorta-environments", SIDECAR, "--platform", platform,
+             "--json", "--db", db] + (["--"] + list(command) if command else []))
 
 
 def cmd_compare(args):
@@ -367,9 +437,9 @@ def cmd_compare(args):
     db = "sqlite:///" + os.path.join(work, "survey.db")
     env = dict(os.environ, SURVEY_CACHE=os.path.join(work, "cache"))
 
-    def check(recipe):
-        proc = subprocess.run(survey + check_argv(recipe, args.platform, db), capture_output=True, text=True,
-                              env=env)
+    def check(recipe, command):
+        proc = subprocess.run(survey + check_argv(recipe, args.platform, db, command), capture_output=True,
+                              text=True, env=env)
         return proc.returncode, proc.stdout, proc.stderr
 
     try:
@@ -379,6 +449,13 @@ def cmd_compare(args):
             sys.stderr.write("compare: survey ingest %s failed (exit %d): %s\n" % (
                 report, ing.returncode, (ing.stderr.strip().splitlines() or [""])[-1]))
             return ing.returncode
+        for name, path in overlay_reports(out):  # what `measure` measured with each overlay set
+            ing = subprocess.run(survey + ["ingest", path, "--candidate", name, "--new", "--db", db],
+                                 capture_output=True, text=True, env=env)
+            if ing.returncode != 0:
+                sys.stderr.write("compare: survey ingest %s failed (exit %d): %s\n" % (
+                    path, ing.returncode, (ing.stderr.strip().splitlines() or [""])[-1]))
+                return ing.returncode
         rows = compare_rows(truth, check)
     finally:
         shutil.rmtree(work, ignore_errors=True)
@@ -390,6 +467,58 @@ def cmd_compare(args):
                                             "yes" if agree else "NO", said, reason))
     agreed = sum(1 for r in rows if r[4])
     print("agreement: %d of %d cells (%.0f%%)" % (agreed, len(rows), 100.0 * agreed / len(rows) if rows else 0))
+    return 0
+
+
+def overlay_reports(out):
+    """(candidate, report path) of every overlay report ``measure`` kept: filed as
+    CANDIDATE probed with that overlay (survey/aorta/check.py overlay_candidate)."""
+    from survey.aorta.check import overlay_candidate
+
+    found = []
+    for path in sorted(glob.glob(os.path.join(out, "overlays", "*.json"))):
+        with open(path) as f:
+            doc = json.load(f)
+        env = ((doc.get("origin") or {}).get("interpreter") or {}).get("env") or {}
+        if env:
+            found.append((overlay_candidate(CANDIDATE, env), path))
+    return found
+
+
+def cmd_measure(args):
+    """``survey check PY --recipe R --measure -- COMMAND`` for the recipes whose
+    variables the probe measures only with an overlay (MEASURED), into a store of its
+    own; every overlay run's report is kept as OUT/overlays/N.json."""
+    out = os.path.abspath(args.out)
+    db = "sqlite:///" + os.path.join(out, "measure.db")
+    survey = args.survey.split()
+    for recipe in MEASURED:
+        path = os.path.join(RECIPES, recipe)
+        argv = survey + ["check", args.python, "--recipe", path, "--aorta-environments", SIDECAR, "--measure",
+                         "--timeout", str(args.timeout), "--json", "--db", db, "--"] + command_for(path, args.python,
+                                                                                                    out)
+        proc = subprocess.run(argv, capture_output=True, text=True)
+        with open(os.path.join(out, "measure-%s.json" % recipe[:-5]), "w") as f:
+            f.write(proc.stdout)
+        print("measure %s: exit %d %s" % (recipe, proc.returncode, (proc.stderr.strip().splitlines() or [""])[-1]))
+    sys.path.insert(0, ROOT)
+    from sqlalchemy import select
+
+    from db import models as m
+    from db.store import Store
+
+    os.makedirs(os.path.join(out, "overlays"), exist_ok=True)
+    store = Store(db)
+    n = 0
+    with store.session() as s:
+        for run in s.scalars(select(m.Run)):
+            if run.report is None or " +" not in run.candidate.name:
+                continue
+            n += 1
+            with open(os.path.join(out, "overlays", "%d.json" % n), "w") as f:
+                f.write(run.report.raw)
+    store.close()
+    print("measure: %d overlay reports under %s" % (n, os.path.join(out, "overlays")))
     return 0
 
 
@@ -430,11 +559,17 @@ def main(argv=None):
     c.add_argument("out")
     c.add_argument("--survey", default="survey", help="the survey command (default: survey on PATH)")
     c.add_argument("--platform", default="sm_90")
+    ms = sub.add_parser("measure", help="survey check --measure the overlay recipes (a GPU host, survey importable)")
+    ms.add_argument("out")
+    ms.add_argument("--python", default=sys.executable)
+    ms.add_argument("--survey", default="survey")
+    ms.add_argument("--timeout", type=float, default=120.0, help="the probe's timeout per check")
     g = sub.add_parser("from-log", help="OUT/truth.json from the per-cell lines of a record log")
     g.add_argument("log")
     g.add_argument("out")
     args = p.parse_args(argv)
-    return {"record": cmd_record, "compare": cmd_compare, "from-log": cmd_from_log}[args.cmd](args)
+    return {"record": cmd_record, "compare": cmd_compare, "measure": cmd_measure,
+            "from-log": cmd_from_log}[args.cmd](args)
 
 
 if __name__ == "__main__":

@@ -3,7 +3,9 @@
 kernels, one without and one with ``triton.profiler.language`` scopes, launched a
 few times and checked.
 
-Run as aorta runs a probe-mode command (``aorta sweep run --recipe R -- python
+Run as aorta runs a probe-mode command (here by path; the recipes also run it as
+``python -m workload``, through ``run.sh``, a console script and pytest's
+``test_workload.py``) (``aorta sweep run --recipe R -- python
 workload.py``): under ``mode: cli`` aorta wraps it in ``python -m
 triton.profiler.proton ...`` and the command line's session captures it; under
 ``mode: env`` aorta exports ``AORTA_PROTON_NAME`` / ``_BACKEND`` / ``_MODE`` /
@@ -36,8 +38,15 @@ import torch  # noqa: I001
 N = 1 << 20
 BLOCK = 1024
 ITERS = 5
-# Which kernels run: both (the recipes), or one of them alone (to tell them apart).
+# Which kernels run: both (the default: one session mixing scoped and unscoped
+# kernels), or one of them alone: `--kernels scoped|plain|both` (or WORKLOAD_KERNELS).
 KERNELS = os.environ.get("WORKLOAD_KERNELS", "both")
+
+
+def kernels_asked(argv):
+    if "--kernels" in argv[:-1]:
+        return argv[argv.index("--kernels") + 1]
+    return KERNELS
 
 
 @triton.jit
@@ -63,7 +72,8 @@ def scoped_kernel(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
     pl.exit_scope("store")
 
 
-def main():
+def main(kernels=None):
+    kernels = kernels or kernels_asked(sys.argv)
     said = {"triton": triton.__version__, "torch": torch.__version__, "language": PL_ERROR or "imported"}
     if pl is not None and hasattr(pl, "enable_semantic"):
         pl.enable_semantic("triton")
@@ -81,8 +91,8 @@ def main():
     y1 = torch.empty_like(x)
     y2 = torch.empty_like(x)
     grid = (triton.cdiv(N, BLOCK),)
-    plain = KERNELS in ("both", "plain")
-    scoped = KERNELS in ("both", "scoped") and pl is not None
+    plain = kernels in ("both", "plain")
+    scoped = kernels in ("both", "scoped") and pl is not None
     said["kernels"] = [k for k, run in (("axpy_kernel", plain), ("scoped_kernel", scoped)) if run]
     for _ in range(ITERS):
         if plain:

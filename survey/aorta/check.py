@@ -27,11 +27,15 @@ Where a cell runs:
 The sidecar files also declare mitigations (``--mitigations-file`` to aorta); the
 mitigations registry is read with them (survey/aorta/mitigations.py).
 
-Exit: 2 if any cell leaves no profile, else 3 if any lacks evidence, else 0.
+Exit: 2 if any cell leaves no profile, else 3 if any lacks evidence, else 8 if any
+leaves one only on a stated condition on its workload, else 0.
 """
 
 from __future__ import annotations
 
+import json
+import os
+import shutil
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -41,6 +45,8 @@ from db import models as m
 from db.store import Store
 from probes import outcomes as O
 from survey.aorta import links as L
+from survey.aorta import model
+from survey.aorta.command import AortaSays, ask_aorta, interpreters, judge
 from survey.aorta.environments import AortaEnvironment, find_aorta_python, load_environments
 from survey.aorta.mitigations import Registry, load_mitigations, overlay
 from survey.aorta.overlays import answer_environment, evidence_facts
@@ -54,7 +60,7 @@ from survey.core.versions import release
 from survey.evidence import identity, queries
 from survey.evidence.queries import mode_label
 from survey.flows.check import CheckResult, check_run, check_stored, check_target
-from survey.flows.run import ProbeSettings
+from survey.flows.run import ProbeSettings, survey_one
 from survey.verdicts.answers import NO, UNKNOWN, Answer
 
 ROCPROFILER_SDK = "librocprofiler-sdk.so"
@@ -102,6 +108,8 @@ class CellCheck:
         d = self.decision
         return {**head, **self.result.as_dict(), "exit_code": d.exit_code, "verdict": d.verdict, "cause": d.cause,
                 "reason": d.reason, "fix": d.fix, "decided_by": d.link,
+                "condition": next((lk.facts.get("condition") for lk in self.links if lk.answer == L.CONDITIONAL),
+                                  None),
                 "links": [lk.as_dict() for lk in self.links]}
 
 
@@ -111,6 +119,8 @@ def overall_exit(cells: list[CellCheck]) -> int:
         return exitcodes.CANNOT_RUN
     if exitcodes.NOT_ENOUGH_EVIDENCE in codes:
         return exitcodes.NOT_ENOUGH_EVIDENCE
+    if exitcodes.CONDITIONAL in codes:
+        return exitcodes.CONDITIONAL
     return exitcodes.OK
 
 
@@ -183,6 +193,25 @@ def aorta_evidence(store: Store, at: AortaTarget, *, timeout: float, platform: s
                                                    "not be its current state"])
     return _failure(name, "not_probed", f"{name} could not be probed here ({outcome.status}): {outcome.message}",
                     "probe it where it can be obtained and `survey ingest` the report", platform=here.key)
+
+
+def measure_overlay(store: Store, target: str | None, name: str, overlay: Mapping[str, str], *, timeout: float,
+                    say: Callable[[str], None]) -> Evidence:
+    """``--measure``: TARGET (an interpreter here) probed once with ``overlay`` set
+    over its environment, filed as ``name`` (the overlay in its identity)."""
+    from survey.environments.launchers.python import PythonLauncher
+
+    if target is None or not (os.path.exists(target) or shutil.which(target)):
+        return _failure(name, "not_probed", f"--measure probes TARGET with the cell's variables set: {target!r} is not "
+                                            "an interpreter here", "give TARGET as the interpreter's path")
+    say(f"{name}: probing {target} with {', '.join(sorted(overlay))} set")
+    launcher = PythonLauncher(target, env=dict(overlay))
+    outcome = survey_one(store, name, f"{target} with {', '.join(sorted(overlay))} set", "python",
+                         {"python": target, "env": dict(sorted(overlay.items()))}, None, launcher,
+                         ProbeSettings(timeout=timeout), report=lambda msg: say(f"{name}: {msg}"))
+    if outcome.run_id is not None and outcome.status in ("probed", "unchanged"):
+        return Evidence(name, outcome.run_id)
+    return _failure(name, "not_probed", f"{name} could not be probed here ({outcome.status}): {outcome.message}", None)
 
 
 # --------------------------------------------------------------------------- what starts
@@ -295,13 +324,38 @@ def _combine(name: str, parts: list[L.Link], yes_basis: str, source: str | None)
     return L.Link(name, L.YES, basis, None, None, source, {"checks": [q.as_dict() for q in parts]})
 
 
-def recipe_link(recipe: Recipe) -> L.Link:
-    refused = recipe.aorta_030_refuses
-    basis = f"a {recipe.shape} recipe, read by aorta 0.3.0's loader rules"
+def recipe_link(recipe: Recipe, aorta: AortaSays | None = None) -> L.Link:
+    refused = recipe.model_refuses
+    facts: dict[str, Any] = {"shape": recipe.shape, "source": recipe.source, "model_refuses": refused}
+    if aorta is not None and aorta.recipe is not None:
+        facts["aorta"] = aorta.recipe
+        if not aorta.recipe.get("loaded"):
+            return L.Link("recipe", L.NO, f"aorta's own loader refuses the recipe: {aorta.recipe.get('error')}",
+                          "recipe_refused", "fix the recipe as the message says", aorta.source, facts)
+        return L.Link("recipe", L.YES, f"a {recipe.shape} recipe, loaded by aorta's own loader (cells: "
+                                       f"{', '.join(aorta.recipe.get('cells') or [])})", None, None, aorta.source,
+                      facts)
+    basis = f"a {recipe.shape} recipe, read by {model.NAME}'s loader rules"
     if refused:
-        basis += (f"; aorta 0.3.0 would refuse it ({refused}): answered as an aorta that takes it would run it")
-    return L.Link("recipe", L.YES, basis, None, None, "recipe", {"shape": recipe.shape, "source": recipe.source,
-                                                                  "aorta_030_refuses": refused})
+        basis += (f"; {model.NAME} would refuse it ({refused}): answered as an aorta that takes it would run it")
+    return L.Link("recipe", L.YES, basis, None, None, model.MODEL, facts)
+
+
+def command_link(recipe: Recipe, cell: Cell, command: list[str] | None, aorta: AortaSays | None,
+                 said: dict[str, Any] | None) -> L.Link | None:
+    """Whether aorta's collector takes the command a probe recipe's cells run (None:
+    the recipe's workload is aorta's own, not a command)."""
+    if recipe.shape != "probe" or cell.proton is None:
+        return None
+    got = judge(cell.proton.launch, command, said, aorta)
+    cause = {"no": "command_refused", "unknown": "command_not_given"}.get(got.answer)
+    fix = None
+    if got.answer == "no":
+        fix = ("launch the workload as `python script.py ...` (or `python -m pytest`, `pytest`), or use mode: env "
+               "and have the workload call proton.start()/proton.finalize() itself")
+    elif got.answer == "unknown":
+        fix = "give the command after --: survey check --recipe R [TARGET] -- COMMAND..."
+    return L.Link("command", got.answer, got.basis, cause, fix, got.source, got.facts)
 
 
 def options_link(cell: Cell) -> L.Link:
@@ -322,20 +376,20 @@ def cell_link(recipe: Recipe, cell: Cell, registry: Registry) -> tuple[L.Link, d
             else f"{cell.where}" + (f", mitigations {', '.join(cell.mitigations)}" if cell.mitigations else ""))
     if ov.conflict:
         return L.Link("cell", L.NO, f"{what}: {ov.conflict}", "recipe_refused", "set each variable once",
-                      "aorta 0.3.0", facts), ov.env
+                      model.MODEL, facts), ov.env
     if ov.unknown:
         return L.Link("cell", L.UNKNOWN, f"{what}: mitigation {', '.join(map(repr, ov.unknown))} is not registered "
                                          f"in {registry.where()}, so the variables it sets are not known (aorta "
                                          "refuses the recipe where it is not registered either)",
                       "mitigation_unresolved", "give the sidecar file that declares it with --aorta-environments "
-                                               "FILE (aorta: --mitigations-file)", "aorta 0.3.0", facts), ov.env
+                                               "FILE (aorta: --mitigations-file)", model.MODEL, facts), ov.env
     sets = ", ".join(f"{k}={v!r}" for k, v in ov.env.items())
     return L.Link("cell", L.YES, f"{what}: its mitigations set {sets or 'nothing'}", None, None,
-                  f"aorta 0.3.0 ({registry.where()})", facts), ov.env
+                  f"{model.MODEL} ({registry.where()})", facts), ov.env
 
 
 def attach_link(proton: ProtonConfig) -> L.Link:
-    """How aorta 0.3.0 attaches Proton (instrumentation/proton/__init__.py)."""
+    """How aorta attaches Proton (the declared release's instrumentation/proton/__init__.py)."""
     if proton.launch == "env":
         names = ["AORTA_PROTON_NAME", "AORTA_PROTON_DIR", "AORTA_PROTON_CONTEXT", "AORTA_PROTON_DATA"]
         if proton.backend != "auto":
@@ -345,7 +399,7 @@ def attach_link(proton: ProtonConfig) -> L.Link:
         return L.Link("attach", L.YES, "mode: env: aorta leaves the command as it is and exports "
                                        f"{', '.join(names)}; the workload must call proton.start() with them and "
                                        "proton.finalize() itself (one that does not writes no profile)", None, None,
-                      "aorta 0.3.0", {"launch": "env", "variables": names})
+                      model.MODEL, {"launch": "env", "variables": names})
     argv = ["python", "-m", "triton.profiler.proton", "-n", "<dir>/proton"]
     if proton.backend != "auto":
         argv += ["-b", proton.backend]
@@ -354,7 +408,7 @@ def attach_link(proton: ProtonConfig) -> L.Link:
         argv += ["--mode", proton.mode]
     return L.Link("attach", L.YES, f"mode: cli: aorta runs `{' '.join(argv)} <script>`; it wraps only a Python "
                                    "script launch (`python script.py`, pytest), anything else fails the trial at "
-                                   "setup", None, None, "aorta 0.3.0", {"launch": "cli", "argv": argv})
+                                   "setup", None, None, model.MODEL, {"launch": "cli", "argv": argv})
 
 
 def collector_link(reach: Reach) -> L.Link:
@@ -382,8 +436,9 @@ def environment_link(where: str, layers: list[tuple[str, Mapping[str, str]]], ru
             elif hit.cause == O.NO_GPU:
                 fix = f"select a device in {hit.name} ({hit.set_by}), or leave it unset"
             elif hit.cause == "overlay_not_measured":
-                fix = ("probe the environment with it set (an aorta environment whose env sets it: "
-                       "`survey run --aorta-environments FILE`), then check again")
+                fix = ("measure it on that host: `survey check TARGET --recipe R --measure` probes TARGET with the "
+                       "cell's variables set and stores it (or an aorta environment whose env sets it: `survey run "
+                       "--aorta-environments FILE`); later checks answer from that evidence")
             return L.Link("environment", answer_word, f"in {where}, {hit.name}={hit.value!r} (set by {hit.set_by}): "
                                                       f"{hit.basis}", hit.cause, fix, src, info)
     said = (f"{len(variables)} variables set by aorta, none keeps a profile from being written there"
@@ -450,15 +505,15 @@ def capture_link(res: CheckResult, proton: ProtonConfig, view: L.ReportView, run
             cap = view.option(option, value, backend)
             if cap is not None:
                 parts.append(L.capture_link(cap, f"{backend} with {option}={value}", src, view.schema))
-    else:
+    elif backend != "instrumentation":
         cap = view.capture(backend, base) if view.doc is not None else None
         if cap is None and view.doc is None:
             row = next((c for c in run.captures if c.backend == backend and c.mode == base), None)
             cap = ({"outcome": row.outcome, "message": row.message, "kernel_count": row.kernel_count}
                    if row is not None else None)
         parts.append(L.capture_link(cap, f"{backend} mode {mode_label(base)}", src, view.schema))
-    if backend == "instrumentation":
-        parts.append(L.mixed_link(view, base, src))
+    if backend == "instrumentation":  # what a capture does depends on the workload's kernels: each shape apart
+        parts.append(L.kernels_link(view, base, src))
     return _combine("capture", parts, "", src)
 
 
@@ -484,6 +539,37 @@ def _env_only(env: AortaEnvironment) -> bool:
     return env.kind == "local" and env.name not in LOCAL_ENVIRONMENTS
 
 
+def overlay_candidate(base: str, overlay: Mapping[str, str]) -> str:
+    """The candidate the evidence of ``base`` probed with ``overlay`` set is filed under
+    (the overlay is part of the environment's identity as well)."""
+    return f"{base} +" + ",".join(f"{k}={v}" for k, v in sorted(overlay.items()))
+
+
+def _from_run(store: Store, ev: Evidence, cell: Cell, layers: list[tuple[str, Mapping[str, str]]],
+              notes: list[str], cc: CellCheck) -> tuple[CheckResult, list[L.Link], dict[str, str]]:
+    """(what starts, the environment/start/capture links, the variables whose
+    effect this evidence did not measure) for one cell from the run of ``ev``."""
+    assert ev.run_id is not None and cell.proton is not None
+    with store.session() as s:
+        run = queries.get_run(s, ev.run_id)
+        view = L.ReportView(run)
+        res, cc.auto, cc.mode_dropped = answer(s, run, ev.checked_in or "", cell.proton, view)
+        res.details.extend(ev.notes)
+        src = _run_source(run)
+        base = res.mode.split(":", 1)[0] if res.mode else None
+        env = environment_link(ev.checked_in or "", layers, run, view, cell.proton, res.backend, base,
+                               notes + ev.notes)
+        slink = start_link(res, cell.proton, view, src, cc.auto, cc.mode_dropped)
+        tail = [env, slink]
+        if slink.answer == L.YES:
+            tail.append(capture_link(res, cell.proton, view, run, src))
+        else:
+            tail.append(_not_evaluated("capture", "proton.start does not succeed there"))
+        overlay = {v["name"]: v["value"] for v in env.facts.get("variables") or []
+                   if v.get("cause") == "overlay_not_measured"}
+        return res, tail, overlay
+
+
 def check_recipe(
     store: Store,
     recipe_path: Path,
@@ -496,11 +582,22 @@ def check_recipe(
     engine: str | None = None,
     pull: str = "missing",
     platform: str | None = None,
+    command: list[str] | None = None,
+    measure: bool = False,
     say: Callable[[str], None] = lambda _m: None,
 ) -> tuple[Recipe, list[CellCheck]]:
-    """Every cell of the recipe at ``recipe_path``, answered link by link."""
+    """Every cell of the recipe at ``recipe_path``, answered link by link;
+    ``command``: what a probe recipe's cells run (``aorta sweep run --recipe R --
+    COMMAND``)."""
     recipe = load_recipe(recipe_path)
     files = list(environment_files or [])
+    option_sets = list({json.dumps(c.proton.aorta_options(), sort_keys=True): c.proton.aorta_options()
+                        for c in recipe.cells if c.proton is not None}.values())
+    aorta = ask_aorta(interpreters(target, find_aorta_python()), recipe_path, files, command or ["python", "x.py"],
+                      option_sets, timeout) if option_sets else None
+    wrap_of = {json.dumps(o, sort_keys=True): (aorta.wraps[i] if aorta is not None and i < len(aorta.wraps)
+                                               and command is not None else None)
+               for i, o in enumerate(option_sets)}
     registry = load_environments(files or None)
     mitigations = load_mitigations(files or None)
     fixed: AortaTarget | None = None
@@ -514,6 +611,30 @@ def check_recipe(
             evidence[""] = target_evidence(store, text, catalog=catalog, timeout=timeout, engine=engine, pull=pull,
                                            platform=platform, say=say)
         return evidence[""]
+
+    def of_overlay(base: Evidence, overlay: dict[str, str]) -> Evidence | None:
+        """Evidence of TARGET probed with ``overlay`` set: stored (on ``platform``, or
+        here), else probed here once with ``measure``; None: neither."""
+        with store.session() as s:
+            assert base.run_id is not None
+            name = overlay_candidate(queries.get_run(s, base.run_id).candidate.name, overlay)
+        if name in evidence:
+            return evidence[name]
+        with store.session() as s:
+            known = name in {c.name for c in queries.candidates(s)}
+            if known and platform is not None:
+                found = _from_result(s, name, check_stored(s, name, name, O.BACKENDS[0], None, platform),
+                                     O.BACKENDS[0])
+            elif known:
+                older = queries.latest_complete(s, queries.get_candidate(s, name).id,
+                                                identity.local_platform().key)
+                found = Evidence(name, older.id) if older is not None else Evidence(name, None)
+            else:
+                found = Evidence(name, None)
+        if found.run_id is None and measure and platform is None:
+            found = measure_overlay(store, target, name, overlay, timeout=timeout, say=say)
+        evidence[name] = found
+        return found if (found.run_id is not None or found.failure is not None) else None
 
     def of_aorta(at: AortaTarget) -> Evidence:
         if at.name not in evidence:
@@ -567,7 +688,10 @@ def check_recipe(
                    if name in mitigations.mitigations]
         if cell.extra_env:
             layers.append(("extra_env", cell.extra_env))
-        links = [recipe_link(recipe), options_link(cell), clink, attach_link(cell.proton), collector_link(reach)]
+        links = [recipe_link(recipe, aorta), options_link(cell), clink, attach_link(cell.proton)]
+        cmd = command_link(recipe, cell, command, aorta,
+                           wrap_of.get(json.dumps(cell.proton.aorta_options(), sort_keys=True)))
+        links += ([cmd] if cmd is not None else []) + [collector_link(reach)]
         cc.checked_in, cc.evidence_run = ev.checked_in, ev.run_id
         if ev.run_id is None:
             assert ev.failure is not None
@@ -578,21 +702,18 @@ def check_recipe(
             links += [_not_evaluated("start", "no evidence for the environment"),
                       _not_evaluated("capture", "no evidence for the environment")]
         else:
-            with store.session() as s:
-                run = queries.get_run(s, ev.run_id)
-                view = L.ReportView(run)
-                res, cc.auto, cc.mode_dropped = answer(s, run, ev.checked_in or "", cell.proton, view)
-                res.details.extend(ev.notes)
-                src = _run_source(run)
-                base = res.mode.split(":", 1)[0] if res.mode else None
-                links.append(environment_link(ev.checked_in or "", layers, run, view, cell.proton, res.backend, base,
-                                              notes + ev.notes))
-                slink = start_link(res, cell.proton, view, src, cc.auto, cc.mode_dropped)
-                links.append(slink)
-                if slink.answer == L.YES:
-                    links.append(capture_link(res, cell.proton, view, run, src))
-                else:
-                    links.append(_not_evaluated("capture", "proton.start does not succeed there"))
+            head = list(links)
+            res, tail, overlay = _from_run(store, ev, cell, layers, notes, cc)
+            if overlay:  # variables whose effect this evidence did not measure: evidence that had them set
+                ov = of_overlay(ev, overlay)
+                if ov is not None and ov.run_id is not None:
+                    cc.checked_in, cc.evidence_run = ov.checked_in, ov.run_id
+                    res, tail, _still = _from_run(store, ov, cell, layers, notes, cc)
+                    res.details.append(f"answered from {ov.checked_in}: {ev.checked_in} probed with "
+                                       f"{', '.join(f'{k}={v}' for k, v in sorted(overlay.items()))} set")
+                elif ov is not None and ov.failure is not None:
+                    tail[0].facts["measure"] = ov.failure.reason
+            links = head + tail
         res.details.extend(notes)
         cc.result = res
         cc.links = links
@@ -628,13 +749,14 @@ def check_aorta_environment(store: Store, at: AortaTarget, backend: str, mode: s
 
 
 # --------------------------------------------------------------------------- text
-WORDS = {0: "will leave a profile", 2: "no profile", 3: "not enough evidence"}
+WORDS = {0: "will leave a profile", 2: "no profile", 3: "not enough evidence",
+         8: "a profile only on a condition on the workload"}
 
 
 def render(cells: list[CellCheck]) -> list[tuple[str | None, str]]:
     """(style, line) pairs for the terminal: a heading per cell, then its links."""
-    colors = {0: "green", 2: "red", 3: "yellow"}
-    marks = {L.YES: "ok", L.NO: "NO", L.UNKNOWN: "??"}
+    colors = {0: "green", 2: "red", 3: "yellow", 8: "cyan"}
+    marks = {L.YES: "ok", L.NO: "NO", L.UNKNOWN: "??", L.CONDITIONAL: "if"}
     lines: list[tuple[str | None, str]] = []
     for c in cells:
         env = f" [environment {c.environment}]" if c.environment else ""
@@ -662,13 +784,16 @@ def render(cells: list[CellCheck]) -> list[tuple[str | None, str]]:
                                 f"({r.evidence_age})"))
     cannot = [c.cell for c in cells if c.exit_code == exitcodes.CANNOT_RUN]
     unknown = [c.cell for c in cells if c.exit_code == exitcodes.NOT_ENOUGH_EVIDENCE]
+    conditional = [c.cell for c in cells if c.exit_code == exitcodes.CONDITIONAL]
     runs = [c.cell for c in cells if c.result is not None and c.exit_code == exitcodes.OK]
     parts = [f"{len(cells)} cells: {len(runs)} will leave a profile"]
     if cannot:
         parts.append(f"{len(cannot)} will not ({', '.join(cannot)})")
     if unknown:
         parts.append(f"{len(unknown)} without enough evidence ({', '.join(unknown)})")
-    skipped = len(cells) - len(runs) - len(cannot) - len(unknown)
+    if conditional:
+        parts.append(f"{len(conditional)} only on a condition ({', '.join(conditional)})")
+    skipped = len(cells) - len(runs) - len(cannot) - len(unknown) - len(conditional)
     if skipped:
         parts.append(f"{skipped} collect no proton")
     lines.append(("bold", ", ".join(parts)))

@@ -1,4 +1,4 @@
-"""aorta's environments registry, read the way aorta 0.3.0 reads it.
+"""aorta's environments registry, read the way the declared release reads it.
 
 An environment is a named baseline for a trial: launch hints (``docker`` image,
 ``venv`` path, ``buck_target``, ``emulator``/``mirage_profile``; any
@@ -34,6 +34,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping, Optional, Sequence, Union
 
+from survey.aorta.model import NAME
 from survey.core.errors import EnvironmentsError
 from survey.core.textfile import read_text
 
@@ -44,7 +45,7 @@ SIDECAR_VERSION = 1
 ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 GROUP = "aorta.environments"
 
-# aorta 0.3.0 registry/environments.py:137-155
+# the declared release's registry/environments.py:137-155
 BUILTINS: dict[str, dict[str, str]] = {
     "local": {},
     "default": {},
@@ -179,7 +180,7 @@ def read_sidecar(path: PathLike) -> dict[str, Any]:
     if "version" not in data:
         raise EnvironmentsError(f"{p}: missing the required key 'version' (1)")
     if data["version"] != SIDECAR_VERSION:
-        raise EnvironmentsError(f"{p}: version {data['version']!r} is not supported; aorta 0.3.0 reads version 1")
+        raise EnvironmentsError(f"{p}: version {data['version']!r} is not supported; {NAME} reads version 1")
     unknown = sorted(set(data) - set(SIDECAR_KEYS))
     if unknown:
         raise EnvironmentsError(f"{p}: unknown top-level keys {unknown}; allowed: {', '.join(SIDECAR_KEYS)}")

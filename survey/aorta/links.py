@@ -19,14 +19,20 @@ A cell leaves a profile when every link holds, in order:
    really arrives (the command line of Triton < 3.8.0 drops ``--mode``) and the
    options past them, from the report's mode rows and ``options`` records;
 8. ``capture``: whether a capture there recorded something (the report's
-   captures: ``recorded`` against ``expected``; for instrumentation, the session
-   that launches an unscoped kernel after a scoped one, option ``kernels=mixed``).
+   captures: ``recorded`` against ``expected``). For instrumentation what a capture
+   does depends on the workload's kernels, so each shape is measured apart (option
+   ``kernels``: ``scoped`` only, ``plain`` (unscoped) only, ``mixed`` in one
+   session, per session mode) and the link says which shapes collect.
 
-The first link that does not hold decides: ``no`` (exit 2: no profile, with the
-cause) or ``unknown`` (exit 3: not enough evidence, with why); every link holding
-is exit 0. A link after an unknown one is still evaluated and shown where it can
-be, but does not decide: its evidence is of an environment that may not be the
-trial's.
+Each link answers ``yes``, ``no``, ``unknown`` or ``conditional`` (a profile is left
+for some shapes of workload and not for others, each measured: the condition is
+stated). The cell's answer is three-valued logic over them: one definite ``no``
+decides (exit 2: no profile, with the cause), whatever else is unknown, except a
+``no`` measured at run time (``start``, ``capture``) in evidence whose environment
+lacked a variable the cell sets with an unknown effect: that evidence may not be the
+trial's. Otherwise the first ``unknown`` decides (exit 3: not enough evidence, with
+why); otherwise the first ``conditional`` (exit 8: a profile only on that
+condition); every link holding is exit 0.
 """
 
 from __future__ import annotations
@@ -39,8 +45,13 @@ from db import models as m
 from probes import outcomes as O
 from survey.core import exitcodes
 
-YES, NO, UNKNOWN, NOT_APPLICABLE = "yes", "no", "unknown", "not_applicable"
-ORDER = ("recipe", "options", "cell", "attach", "collector", "environment", "start", "capture")
+YES, NO, UNKNOWN, CONDITIONAL, NOT_APPLICABLE = "yes", "no", "unknown", "conditional", "not_applicable"
+ORDER = ("recipe", "options", "cell", "attach", "command", "collector", "environment", "start", "capture")
+# Links measured at run time in the evidence's environment: a "no" of theirs holds for
+# the trial only where that environment is the trial's (the environment link holds).
+RUN_TIME = ("start", "capture")
+# A start "no" that is a fact of the build, whatever the environment's variables.
+BUILD_CAUSES = ("backend_absent", "unknown_backend", "mode_refused", "no_triton")
 
 
 @dataclass
@@ -60,7 +71,7 @@ class Link:
 @dataclass
 class Decision:
     exit_code: int
-    verdict: str  # runs | cannot_run | not_enough_evidence
+    verdict: str  # runs | cannot_run | not_enough_evidence | conditional
     cause: Optional[str]
     reason: str
     fix: Optional[str]
@@ -68,13 +79,25 @@ class Decision:
 
 
 def decide(links: list[Link]) -> Decision:
-    """The first link that does not hold decides; all holding: a profile is left."""
+    """Three-valued, link by link: a definite no decides whatever else is unknown
+    (a run-time no in evidence of an environment that may not be the trial's is
+    not definite); then the first unknown; then the first condition; every link
+    holding: a profile is left."""
+    env_unknown = any(lk.link == "environment" and lk.answer == UNKNOWN for lk in links)
     for lk in links:
-        if lk.answer == NO:
+        if lk.answer == NO and not (env_unknown and lk.link in RUN_TIME and lk.cause not in BUILD_CAUSES):
             return Decision(exitcodes.CANNOT_RUN, "cannot_run", lk.cause, f"{lk.link}: {lk.basis}", lk.fix, lk.link)
-        if lk.answer == UNKNOWN:
-            return Decision(exitcodes.NOT_ENOUGH_EVIDENCE, "not_enough_evidence", lk.cause, f"{lk.link}: {lk.basis}",
+    for lk in links:
+        if lk.answer in (NO, UNKNOWN):
+            basis = lk.basis if lk.answer == UNKNOWN else (
+                f"{lk.basis} (measured where the environment lacked a variable this cell sets, whose effect is "
+                "not known: not definite for this cell)")
+            return Decision(exitcodes.NOT_ENOUGH_EVIDENCE, "not_enough_evidence", lk.cause, f"{lk.link}: {basis}",
                             lk.fix, lk.link)
+    for lk in links:
+        if lk.answer == CONDITIONAL:
+            return Decision(exitcodes.CONDITIONAL, "conditional", lk.cause, f"{lk.link}: {lk.basis}", lk.fix,
+                            lk.link)
     last = {lk.link: lk for lk in links}
     said = [last[k].basis for k in ("start", "capture") if k in last]
     return Decision(exitcodes.OK, "runs", None, "; ".join(said) or "every link holds", None, None)
@@ -168,7 +191,8 @@ def capture_link(cap: Optional[dict[str, Any]], what: str, run_src: str, schema:
                     "probe again with captures (`survey probe`: captures run where a GPU is)", run_src)
     outcome = cap.get("outcome")
     rec = cap.get("recorded")
-    facts = {"capture": what, "outcome": outcome, "expected": cap.get("expected"), "recorded": recorded_text(rec)}
+    facts = {"capture": what, "outcome": outcome, "expected": cap.get("expected"), "recorded": recorded_text(rec),
+             "signal": cap.get("signal")}
     if outcome == O.OK:
         said = recorded_text(rec) if rec else f"{cap.get('kernel_count')} kernel launches"
         return Link("capture", YES, f"a capture of {what} recorded {said}", None, None, run_src, facts)
@@ -181,34 +205,75 @@ def capture_link(cap: Optional[dict[str, Any]], what: str, run_src: str, schema:
                                         f"kernel ({cap.get('message')}); whether your run's capture will hold data "
                                         "is not established", "capture_empty",
                     "check that your kernels give this backend something to record", run_src, facts)
-    msg = cap.get("message") or cap.get("signal") or outcome
+    msg = (cap.get("signal") if outcome == O.CRASH else None) or cap.get("message") or cap.get("signal") or outcome
     word = {O.CRASH: "crashed", O.TIMEOUT: "hung"}.get(str(outcome), "capture_failed")
     return Link("capture", NO, f"a capture of {what} failed here: {outcome}: {msg}", word, None, run_src, facts)
 
 
-def mixed_link(view: ReportView, mode: Optional[str], run_src: str) -> Link:
-    """Instrumentation: a session that launches an unscoped Triton kernel after a
-    scoped one (option ``kernels=mixed``), in the session's mode."""
-    cap = view.option("kernels", "mixed", "instrumentation", mode, any_mode=False)
-    what = "an instrumentation session that launches an unscoped Triton kernel after a scoped one"
-    if cap is None:
-        other = view.option("kernels", "mixed", "instrumentation")
-        if other is not None:
-            why = (f"{what} was measured here in mode {other.get('mode') or 'default'} only, not in "
-                   f"{mode or 'default'}")
-        else:
-            why = (f"whether {what} survives was not measured here (this report predates that check); a workload "
-                   "with both kinds of kernel needs it")
-        return Link("capture", UNKNOWN, why, "not_checked", "probe again with the current probe on that GPU",
-                    run_src)
-    outcome = cap.get("outcome")
-    facts = {"capture": "kernels=mixed", "outcome": outcome, "signal": cap.get("signal"),
-             "recorded": recorded_text(cap.get("recorded"))}
-    if outcome == O.OK:
-        return Link("capture", YES, f"{what} recorded {recorded_text(cap.get('recorded'))}", None, None, run_src,
-                    facts)
-    msg = cap.get("signal") or cap.get("message") or outcome
-    word = {O.CRASH: "crashed", O.TIMEOUT: "hung"}.get(str(outcome), "capture_failed")
-    return Link("capture", NO, f"{what} failed here ({outcome}: {msg}); a workload whose Triton kernels are all "
-                               "scoped, or all unscoped, does not do that", word,
-                "scope every Triton kernel the session launches, or profile with a tracing backend", run_src, facts)
+# The shapes of an instrumentation workload's kernels (probes/options.py KERNEL_SHAPES).
+SHAPES = ("scoped", "plain", "mixed")
+SHAPE_WORDS = {"scoped": "every Triton kernel in the session carries a proton.language scope",
+               "plain": "no Triton kernel in the session carries a scope",
+               "mixed": "the session launches scoped and unscoped Triton kernels"}
+
+
+def shape_links(view: ReportView, mode: Optional[str], run_src: str) -> dict[str, Link]:
+    """Instrumentation: what a capture does with each shape of workload, in the
+    session's mode, from the option records ``kernels=scoped|plain|mixed`` (the
+    scoped shape, where the report predates its record: the backend's own capture,
+    which runs the scoped kernel)."""
+    out: dict[str, Link] = {}
+    for shape in SHAPES:
+        cap = view.option("kernels", shape, "instrumentation", mode, any_mode=False)
+        if cap is None and shape == "scoped":
+            cap = view.capture("instrumentation", mode) or (view.capture("instrumentation", None)
+                                                            if mode in (None, "default") else None)
+        what = f"a session where {SHAPE_WORDS[shape]} (mode {mode or 'default'})"
+        if cap is None:
+            other = view.option("kernels", shape, "instrumentation")
+            why = (f"{what} was measured here in mode {other.get('mode') or 'default'} only" if other is not None
+                   else f"{what} was not measured here (this report predates that check)")
+            out[shape] = Link("capture", UNKNOWN, why, "not_checked", "probe again with the current probe on that GPU",
+                              run_src)
+            continue
+        lk = capture_link(cap, what, run_src, view.schema)
+        lk.facts["kernels"] = shape
+        out[shape] = lk
+    return out
+
+
+def kernels_link(view: ReportView, mode: Optional[str], run_src: str) -> Link:
+    """One capture link over the shapes: yes where every shape collects, no where
+    none does, else the condition (which shapes collect, what the others do,
+    each measured), or unknown where nothing measured collects and something is
+    unmeasured. Never a no taken from one shape."""
+    shapes = shape_links(view, mode, run_src)
+    answers = {k: lk.answer for k, lk in shapes.items()}
+    facts: dict[str, Any] = {"kernels": {k: {"answer": lk.answer, "basis": lk.basis, "cause": lk.cause}
+                                         for k, lk in shapes.items()}}
+    if all(a == YES for a in answers.values()):
+        return Link("capture", YES, "; ".join(lk.basis for lk in shapes.values()), None, None, run_src, facts)
+    if all(a == NO for a in answers.values()):
+        first = shapes["scoped"]
+        return Link("capture", NO, "every shape of workload fails here: " + "; ".join(
+            lk.basis for lk in shapes.values()), first.cause, first.fix, run_src, facts)
+    yes = [k for k, a in answers.items() if a == YES]
+    if not yes:
+        unknown = next(lk for lk in shapes.values() if lk.answer == UNKNOWN)
+        said = "; ".join(lk.basis for lk in shapes.values())
+        return Link("capture", UNKNOWN, f"no shape of workload measured to collect here: {said}", unknown.cause,
+                    unknown.fix, run_src, facts)
+    parts = [f"collects if {' or '.join(SHAPE_WORDS[k] for k in yes)}"]
+    for k, lk in shapes.items():
+        if lk.answer == NO:
+            what = {"crashed": "dies", "hung": "hangs", "capture_empty": "records nothing"}.get(str(lk.cause),
+                                                                                              "fails")
+            detail = lk.facts.get("signal") or lk.facts.get("outcome") or lk.cause
+            parts.append(f"where {SHAPE_WORDS[k]}, it {what} on this build ({detail})")
+        elif lk.answer == UNKNOWN:
+            parts.append(f"where {SHAPE_WORDS[k]}: not measured")
+    condition = "; ".join(parts) + " (measured)"
+    facts["condition"] = condition
+    fix = ("scope every Triton kernel the session launches (proton.language enter_scope/exit_scope), or profile "
+           "with a tracing backend") if "scoped" in yes else "profile with a tracing backend"
+    return Link("capture", CONDITIONAL, condition, "depends_on_kernels", fix, run_src, facts)

@@ -1,4 +1,4 @@
-"""aorta's mitigations registry, read the way aorta 0.3.0 reads it, and the
+"""aorta's mitigations registry, read the way the declared release reads it, and the
 variables each cell's mitigations set.
 
 A mitigation is a named bundle of environment variables (``{VAR: VALUE}``); a
@@ -14,7 +14,7 @@ disagree on a variable is refused the same way (``triage/recipe.py``).
 Three sources, merged in this order, a name given twice being an error
 (``registry/mitigations.py``):
 
-1. aorta 0.3.0's built-ins (:data:`BUILTINS`: ``none`` sets nothing);
+1. the declared release's built-ins (:data:`BUILTINS`: ``none`` sets nothing);
 2. the ``aorta.mitigations`` entry points of the Python that runs ``aorta``
    (read there, as survey/aorta/environments.py reads ``aorta.environments``);
 3. the ``mitigations`` of JSON sidecar files (``--mitigations-file`` to aorta,
@@ -38,11 +38,12 @@ from survey.aorta.environments import (
     register,
     sidecar_section,
 )
+from survey.aorta.model import NAME
 from survey.core.errors import EnvironmentsError
 
 GROUP = "aorta.mitigations"
 
-# amd-aorta 0.3.0 registry/mitigations.py BUILTIN_MITIGATIONS: the name and the
+# The declared release's registry/mitigations.py BUILTIN_MITIGATIONS: the name and the
 # variables each sets.
 BUILTINS: dict[str, dict[str, str]] = {
     "none": {},
@@ -82,7 +83,7 @@ class Registry:
     """The merged mitigations, and where they were read from (said in answers)."""
 
     mitigations: dict[str, Mitigation]
-    sources: list[str]  # e.g. ["aorta 0.3.0's built-ins", "the aorta.mitigations entry points of /x/python", ...]
+    sources: list[str]  # e.g. ["aorta X's built-ins", "the aorta.mitigations entry points of /x/python", ...]
 
     def where(self) -> str:
         return ", ".join(self.sources)
@@ -134,7 +135,7 @@ def load_mitigations(
     else:
         files = [Path(f) for f in file]
     out = {name: Mitigation(name, dict(env), "aorta") for name, env in BUILTINS.items()}
-    sources = ["aorta 0.3.0's built-ins"]
+    sources = [f"{NAME}'s built-ins"]
 
     def merge(found: Mapping[str, Mitigation]) -> None:
         register(out, found, "mitigation")

@@ -50,7 +50,7 @@ from probes import outcomes as O
 YES, NO, UNKNOWN = "yes", "no", "unknown"
 TRUE_VALUES = ("1", "true", "on", "yes")
 FALSE_VALUES = ("0", "false", "off", "no", "")
-QUEUE_INTERCEPTING = ("auto", "rocprofiler", "roctracer")  # aorta 0.3.0 QUEUE_INTERCEPTING_BACKENDS
+QUEUE_INTERCEPTING = ("auto", "rocprofiler", "roctracer")  # the declared aorta release QUEUE_INTERCEPTING_BACKENDS
 AMD_BACKENDS = ("rocprofiler", "roctracer")
 AMD_SIGNALS = ("HIP_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES")
 # The device-selection variables each vendor's runtime reads.
@@ -128,7 +128,7 @@ def layered(layers: Sequence[tuple[str, Mapping[str, str]]]) -> dict[str, tuple[
 
 
 def device_translation(backend: str, env: dict[str, tuple[str, str]]) -> Optional[str]:
-    """aorta 0.3.0's proton wrap, applied to ``env`` in place: for a queue-intercepting
+    """the declared aorta release's proton wrap, applied to ``env`` in place: for a queue-intercepting
     backend, HIP_VISIBLE_DEVICES (and CUDA_VISIBLE_DEVICES once an AMD host is
     established) is unset and its value moved to ROCR_VISIBLE_DEVICES unless that is
     set. Returns what was done, or None."""

@@ -2,7 +2,7 @@
 Triton's own code decides them. Pure functions: the caller brings the facts
 (from stored evidence), these say what follows.
 
-``resolve_auto``: aorta's ``backend: auto`` omits Proton's ``-b`` (aorta 0.3.0
+``resolve_auto``: aorta's ``backend: auto`` omits Proton's ``-b`` (the declared aorta release
 ``aorta/instrumentation/proton/__init__.py:231-236``; under ``mode: env`` it
 omits ``AORTA_PROTON_BACKEND``, ``:277-281``), so Proton's ``_select_backend()``
 picks. Which backend that is depends on the Triton release, not on what loads:
@@ -17,12 +17,12 @@ picks. Which backend that is depends on the Triton release, not on what loads:
   is never chosen. It does not look at whether ``librocprofiler-sdk.so`` loads:
   on this host, where it does not, the 3.8.0 and 3.9.0 wheels still answer
   ``rocprofiler`` for ``hip`` (tests/test_aorta.py measures it), and the start
-  then fails to load the library. aorta 0.3.0's docstring
+  then fails to load the library. the declared aorta release's docstring
   (``proton/__init__.py:31-33``: "rocprofiler where rocprofiler-sdk is
   available, roctracer otherwise") does not describe that code.
 
 ``mode_dropped``: under aorta's ``mode: cli`` the mode travels as Proton's
-``--mode`` (aorta 0.3.0 ``proton/__init__.py:243-245``). Triton 3.7.1's
+``--mode`` (the declared aorta release ``proton/__init__.py:243-245``). Triton 3.7.1's
 front-end parses ``-m/--mode`` (``triton/profiler/proton.py:22``) and then calls
 ``start()`` without it (``proton.py:74``); 3.8.0 and 3.9.0 pass
 ``mode=args.mode`` (``proton.py:75``). Under ``mode: env`` the workload calls

@@ -1,7 +1,7 @@
 """aorta recipes, read for what ``survey check`` needs: per cell, the effective
 Proton configuration and the environment the cell runs in.
 
-The rules are aorta's (amd-aorta 0.3.0 unless said otherwise; paths are in the
+The rules are aorta's (the declared release, survey/aorta/model.py, unless said otherwise; paths are in the
 installed package):
 
 - Collectors are named under ``collect:`` (``triage/recipe.py:832-919``): a list
@@ -24,7 +24,7 @@ installed package):
   ``backend_mode`` (cupti and rocprofiler: pcsampling | periodic_flushing;
   roctracer: periodic_flushing; needs an explicit backend; exclusive with the
   intra-kernel pair, both rendering the single ``--mode``) and ``hook``
-  (triton). aorta 0.3.0 refuses both as unknown options: a recipe using them is
+  (triton). The declared release refuses both as unknown options: a recipe using them is
   read here and flagged (:attr:`Recipe.newer_keys`).
 - ``rocprof`` with a queue-intercepting Proton backend (auto, rocprofiler,
   roctracer) is refused (``run/collectors.py:532-547``).
@@ -57,6 +57,7 @@ from typing import Any, Mapping, Optional
 import yaml
 
 from survey.aorta.environments import AortaEnvironment, check_env_mapping
+from survey.aorta.model import NAME
 from survey.core.errors import RecipeError, did_you_mean
 from survey.core.textfile import read_text
 
@@ -74,7 +75,7 @@ BACKEND_MODES: dict[str, tuple[str, ...]] = {
     "rocprofiler": ("pcsampling", "periodic_flushing"),
     "roctracer": ("periodic_flushing",),
 }
-OPTION_KEYS_030 = ("mode", "backend", "context", "data", "instrumentation_mode", "granularity")
+OPTION_KEYS = ("mode", "backend", "context", "data", "instrumentation_mode", "granularity")
 OPTION_KEYS_NEWER = ("backend_mode", "hook")
 DEFAULTS = {"mode": "cli", "backend": "auto", "context": "shadow", "data": "tree"}
 QUEUE_INTERCEPTING = ("auto", "rocprofiler", "roctracer")
@@ -86,7 +87,7 @@ _CELL_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.\-]*")
 _RESERVED_CELL_NAMES = (".", "..", "matrix.md", "matrix.json")
 _INLINE_ENV_KEYS = ("docker", "env")
 # The workload a probe recipe's cells run: the command given after `--`
-# (aorta 0.3.0 probe/recipe_builder.py SUBPROCESS_WORKLOAD_NAME).
+# (the declared release's probe/recipe_builder.py SUBPROCESS_WORKLOAD_NAME).
 PROBE_WORKLOAD = "_subprocess"
 
 
@@ -152,16 +153,16 @@ class Recipe:
     source: str
     shape: str  # "triage" | "probe" | "proton-block"
     cells: list[Cell]
-    newer_keys: list[str] = field(default_factory=list)  # keys aorta 0.3.0 refuses (backend_mode, hook)
+    newer_keys: list[str] = field(default_factory=list)  # keys the declared release refuses (backend_mode, hook)
     workload: Optional[str] = None  # the workload aorta runs (a probe recipe: _subprocess, the command after --)
 
     @property
-    def aorta_030_refuses(self) -> Optional[str]:
-        """Why amd-aorta 0.3.0 would refuse this recipe for what was read here, or None."""
+    def model_refuses(self) -> Optional[str]:
+        """Why the declared aorta release would refuse this recipe for what was read here, or None."""
         if self.shape == "proton-block":
             return "a top-level proton: block is not aorta's schema (aorta reads collect: {proton: {...}})"
         if self.newer_keys:
-            return (f"{', '.join(self.newer_keys)}: aorta 0.3.0 has no such proton option (a newer aorta's "
+            return (f"{', '.join(self.newer_keys)}: {NAME} has no such proton option (a newer aorta's "
                     "schema)")
         return None
 
@@ -202,10 +203,10 @@ def _proton(ctx: _Ctx, where: str, prefix: str, raw: Any) -> ProtonConfig:
     for k, v in opts.items():
         if not isinstance(k, str):
             raise ctx.fail(where, f"{prefix}: option names must be strings, got {k!r}", prefix)
-        if k not in OPTION_KEYS_030 + OPTION_KEYS_NEWER:
+        if k not in OPTION_KEYS + OPTION_KEYS_NEWER:
             raise ctx.fail(where, f"{prefix}.{k}: unknown proton option; "
-                           f"{did_you_mean(k, OPTION_KEYS_030 + OPTION_KEYS_NEWER)}known: "
-                           f"{', '.join(OPTION_KEYS_030 + OPTION_KEYS_NEWER)}", f"{prefix}.{k}")
+                           f"{did_you_mean(k, OPTION_KEYS + OPTION_KEYS_NEWER)}known: "
+                           f"{', '.join(OPTION_KEYS + OPTION_KEYS_NEWER)}", f"{prefix}.{k}")
         if not isinstance(v, str):
             raise ctx.fail(where, f"{prefix}.{k} must be a string, got {type(v).__name__} ({v!r})",
                            f"{prefix}.{k}")

@@ -1,7 +1,7 @@
 """Does a cell's workload get aorta's collectors? The collector's reach, from
 aorta's own code and registry.
 
-In amd-aorta 0.3.0 the collectors that attach by wrapping a command (``rocprof``,
+In the declared aorta release (survey/aorta/model.py) the collectors that attach by wrapping a command (``rocprof``,
 ``proton``) are applied in exactly one place: ``SubprocessWorkload.setup``
 (``workloads/_subprocess.py``), which rewrites the command it runs with
 ``run.collectors.wrap_argv_for_collectors`` (Proton's command line around it under
@@ -20,8 +20,8 @@ env``). Nothing else calls that function:
 
 Which classes the workload names are read from the installed aorta (its
 ``aorta.workloads`` entry points, loaded in the Python that runs ``aorta``) where
-there is one, else from aorta 0.3.0's own list (:data:`WORKLOADS_030`). The rule
-that only ``SubprocessWorkload`` wraps is aorta 0.3.0's; every answer says which
+there is one, else from the declared release's own list (:data:`WORKLOADS`). The
+rule that only ``SubprocessWorkload`` wraps is that release's; every answer says which
 aorta it describes.
 """
 
@@ -33,13 +33,14 @@ from dataclasses import dataclass
 from typing import Optional
 
 from survey.aorta.environments import find_aorta_python
+from survey.aorta.model import RELEASE
 
 SUBPROCESS = "_subprocess"
-BEHAVIOUR_OF = "0.3.0"  # the aorta release whose code the rule above was read from
+BEHAVIOUR_OF = RELEASE  # the aorta release whose code the rule above was read from
 
-# amd-aorta 0.3.0's aorta.workloads entry points: whether each class is (a
+# The declared release's aorta.workloads entry points: whether each class is (a
 # subclass of) SubprocessWorkload.
-WORKLOADS_030: dict[str, bool] = {
+WORKLOADS: dict[str, bool] = {
     "_subprocess": True,
     "gpu_smoke": False,
     "hrx": False,
@@ -113,8 +114,8 @@ def collector_reach(shape: str, workload: Optional[str], *, python: Optional[str
                     timeout: float = 60.0) -> Reach:
     """Whether the workload of a recipe of ``shape`` (triage | probe |
     proton-block) gets aorta's wrapping collectors. ``python``: the interpreter whose
-    aorta to read (default: the one running ``aorta`` on PATH; none: aorta 0.3.0's
-    list)."""
+    aorta to read (default: the one running ``aorta`` on PATH; none: the declared
+    release's list)."""
     rule = f"aorta {BEHAVIOUR_OF} wraps a command with its collectors only in SubprocessWorkload.setup"
     if shape == "proton-block":
         return Reach("yes", "a top-level proton: block (survey's own shape, which aorta does not take) names no "
@@ -151,9 +152,9 @@ def collector_reach(shape: str, workload: Optional[str], *, python: Optional[str
                                f"is attached and the trial leaves no profile; {rule}", said)
     said = f"aorta {BEHAVIOUR_OF}'s behaviour and workloads " + (
         "(no aorta installed here to read)" if py is None else f"(the aorta of {py} could not be read)")
-    if workload not in WORKLOADS_030:
+    if workload not in WORKLOADS:
         return Reach("unknown", f"workload {workload!r} is not one of aorta {BEHAVIOUR_OF}'s "
-                                f"({', '.join(WORKLOADS_030)}) and no aorta is installed here to read its plugins",
+                                f"({', '.join(WORKLOADS)}) and no aorta is installed here to read its plugins",
                      said)
     return Reach("no", f"{workload!r} runs in aorta's own process (not a SubprocessWorkload), so no collector is "
                        f"attached and the trial leaves no profile; {rule}", said)

@@ -89,7 +89,23 @@ def _flags_take_no_value(command: typer.core.TyperGroup | typer.core.TyperComman
                 param.metavar = ""
 
 
+# `survey check ... -- COMMAND...`: the command after `--`, kept apart from the
+# options and TARGET (None: no `--` was given).
+TRAILING: dict[str, list[str] | None] = {"command": None}
+
+
+def _split_trailing(argv: list[str]) -> list[str]:
+    """``survey check``'s argv up to ``--``; what follows it goes to TRAILING."""
+    TRAILING["command"] = None
+    if argv and argv[0] == "check" and "--" in argv:
+        at = argv.index("--")
+        TRAILING["command"] = argv[at + 1:]
+        return argv[:at]
+    return argv
+
+
 def _main(argv: list[str]) -> None:
+    argv = _split_trailing(argv)
     command = typer.main.get_command(app)
     _flags_take_no_value(command)  # type: ignore[arg-type]
     try:

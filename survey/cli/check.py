@@ -8,7 +8,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from survey.cli.app import DbOpt, TimeoutOpt, app, err, open_store, out
+from survey.cli.app import TRAILING, DbOpt, TimeoutOpt, app, err, open_store, out
 from survey.core.errors import UsageProblem, choose
 from survey.render.escape import json_text, rich_markup, terminal
 
@@ -38,10 +38,16 @@ def check_cmd(
     platform: Annotated[Optional[str], typer.Option(
         help="answer from the stored evidence of this platform (a key such as nvidia:sm_90:NVIDIA H200, or a "
              "part of one: sm_90, gfx942) instead of resolving TARGET here")] = None,
+    measure: Annotated[bool, typer.Option(
+        "--measure", help="with --recipe and TARGET (an interpreter here): probe TARGET once with each set of "
+                          "variables the recipe's cells set whose effect its evidence does not measure, store it "
+                          "(the variables in its identity) and answer those cells from it")] = False,
     db: DbOpt = None,
 ) -> None:
     """Will a run with this backend and mode work in TARGET (with --recipe: will every cell of an aorta recipe
-    leave a profile)? Exit 0 yes, 2 no (any cell), 3 not enough evidence."""
+    leave a profile)? Exit 0 yes, 2 no (any cell), 3 not enough evidence, 8 (--recipe) a profile only on a
+    stated condition on the workload's kernels. With --recipe, the command a probe recipe runs goes after
+    `--`, as to `aorta sweep run`: survey check --recipe R [TARGET] -- COMMAND..."""
     from survey.evidence import queries
     from survey.flows import check as check_mod
 
@@ -49,6 +55,13 @@ def check_cmd(
         raise UsageProblem("give TARGET or --aorta-environment NAME, not both")
     if recipe is not None and (backend or mode):
         raise UsageProblem("give --recipe or --backend/--mode, not both")
+    command = TRAILING["command"]
+    if measure and (recipe is None or target is None or platform is not None):
+        raise UsageProblem("--measure needs --recipe and TARGET, and probes here (not with --platform)")
+    if command is not None and recipe is None:
+        raise UsageProblem("a command after -- needs --recipe (it is what the recipe's cells run)")
+    if command is not None and not command:
+        raise UsageProblem("nothing after --: give the command the recipe's cells run")
     if recipe is not None:
         from survey.aorta import check as recipe_check
 
@@ -56,10 +69,12 @@ def check_cmd(
         read, cells = recipe_check.check_recipe(
             store, recipe, target=target, aorta_environment=aorta_environment,
             environment_files=aorta_environments, catalog=catalog, timeout=timeout, engine=engine, pull=pull,
-            platform=platform, say=lambda m: err.print(terminal(m), markup=False))
-        refused = read.aorta_030_refuses
+            platform=platform, command=command, measure=measure, say=lambda m: err.print(terminal(m), markup=False))
+        refused = read.model_refuses
         if refused:
-            err.print(terminal(f"note: amd-aorta 0.3.0 would refuse this recipe: {refused}"), markup=False)
+            from survey.aorta.model import NAME
+
+            err.print(terminal(f"note: {NAME} would refuse this recipe: {refused}"), markup=False)
         if output_json:
             sys.stdout.write(json_text([c.as_dict() for c in cells], indent=1) + "\n")
         else:

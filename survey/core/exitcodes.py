@@ -12,6 +12,7 @@ NOT_A_PYTHON = 4  # `survey probe --python PATH`: PATH is not a (usable) Python 
 NO_TRITON = 5  # the Python has no Triton (a report is still written)
 PROBE_FAILED = 6  # the probe hung, died or printed no report
 UNOBTAINABLE = 7  # the candidate could not be obtained here (pip, pull, build)
+CONDITIONAL = 8  # `survey check --recipe`: a profile is left only on a stated condition on the workload (measured)
 USAGE = 64  # EX_USAGE: an unknown command, option, backend, mode or format (with "did you mean")
 INPUT = 65  # EX_DATAERR: invalid report, catalog, recipe or unknown target
 ENGINE_UNAVAILABLE = 69  # EX_UNAVAILABLE: no container engine; `run --ray`: no Ray, or no cluster at ADDRESS
