@@ -446,3 +446,108 @@ def test_our_reading_of_aorta_is_aorta_s(tmp_path: Path) -> None:
     reach = collector_reach("triage", "gpu_smoke", python=py)
     assert reach.answer == "no" and reach.aorta.startswith("aorta 0.3.0's behaviour; workloads read from")
     assert collector_reach("triage", "_subprocess", python=py).answer == "no"
+
+
+# =========================================================================== one definite no
+def test_one_definite_no_decides_whatever_else_is_unknown(h200: str) -> None:
+    """rocprofiler on a build without it, with a variable whose effect was never
+    measured: a no (naming the backend), not "not enough evidence" (the old answer)."""
+    cli = check(h200, RECIPES / "unknown-and-no.yaml", "--aorta-environments", str(SIDECAR))
+    assert cli.returncode == exitcodes.CANNOT_RUN, cli
+    [row] = json.loads(cli.stdout)
+    assert (row["verdict"], row["cause"], row["decided_by"]) == ("cannot_run", "backend_absent", "start"), row
+    assert "rocprofiler" in row["reason"]
+    assert link(row, "environment")["answer"] == "unknown"
+    assert link(row, "environment")["cause"] == "overlay_not_measured"
+
+
+def test_a_run_time_no_in_evidence_without_the_cell_s_variable_is_not_definite(fake: str, tmp_path: Path) -> None:
+    """A capture that died in evidence probed without a variable the cell sets (whose
+    effect is unknown) does not decide: that evidence may not be the trial's."""
+    side = tmp_path / "side.json"
+    side.write_text(json.dumps({"version": 1, "mitigations": {"blocking": {"CUDA_LAUNCH_BLOCKING": "1"}}}))
+    recipe = tmp_path / "r.yaml"
+    recipe.write_text("schema_version: 1\nmode: probe\ntrials: 1\nmitigation_axis: [none]\n"
+                      "diagnostic_axis: [blocking]\ncollect: {proton: {backend: instrumentation, mode: env}}\n")
+    [row] = json.loads(check(fake, recipe, "--aorta-environments", str(side), target="fake-gpu",
+                             platform="x86_64").stdout)
+    assert (row["verdict"], row["decided_by"]) == ("not_enough_evidence", "environment"), row
+
+
+# =========================================================================== the command decides mode: cli
+COMMAND_SHAPES = [
+    # (recipe, command, verdict, cause)
+    ("probe-cupti.yaml", ("python3", "workload.py"), "runs", None),
+    ("cmd-module-cli.yaml", ("python3", "-m", "workload"), "cannot_run", "command_refused"),
+    ("cmd-module-env.yaml", ("python3", "-m", "workload"), "runs", None),
+    ("cmd-pytest-cli.yaml", ("python3", "-m", "pytest", "-q", "test_workload.py"), "runs", None),
+    ("cmd-pytest-cli.yaml", ("/venv/bin/pytest", "-q", "test_workload.py"), "runs", None),
+    ("cmd-shell-cli.yaml", ("bash", "run.sh"), "cannot_run", "command_refused"),
+    ("cmd-shell-env.yaml", ("bash", "run.sh"), "runs", None),
+    ("cmd-console-cli.yaml", ("/venv/bin/truth-workload",), "cannot_run", "command_refused"),
+    ("cmd-console-env.yaml", ("/venv/bin/truth-workload",), "runs", None),
+    ("probe-cupti.yaml", ("python3", "-X", "dev", "workload.py"), "cannot_run", "command_refused"),
+    ("probe-cupti.yaml", ("python3", "-u"), "cannot_run", "command_refused"),
+]
+
+
+@pytest.mark.parametrize(("recipe", "command", "verdict", "cause"), COMMAND_SHAPES)
+def test_the_command_decides_mode_cli(h200: str, monkeypatch, recipe: str, command: tuple[str, ...], verdict: str,
+                                      cause: str | None) -> None:
+    """aorta's mode: cli wraps only a Python script launch (and pytest): a module, a
+    shell script or a console script is refused at setup; mode: env runs any
+    command. With no aorta importable, from the declared model, which says so."""
+    no_aorta(monkeypatch)
+    cli = check(h200, RECIPES / recipe, "--aorta-environments", str(SIDECAR), command=command)
+    row = cells_of(cli.stdout)["none-none"]
+    assert (row["verdict"], row["cause"]) == (verdict, cause), row["reason"]
+    cmd = link(row, "command")
+    assert cmd["source"].startswith("the declared model of aorta 0.3.0 (survey/aorta/model.py)")
+    assert cmd["facts"]["command"] == list(command)
+    if cause == "command_refused":
+        assert row["decided_by"] == "command" and "before anything launches" in row["reason"]
+
+
+def test_no_command_under_mode_cli_is_unknown_and_said(h200: str, monkeypatch) -> None:
+    no_aorta(monkeypatch)
+    cli = check(h200, RECIPES / "probe-cupti.yaml", "--aorta-environments", str(SIDECAR), command=None)
+    row = cells_of(cli.stdout)["none-none"]
+    assert (row["verdict"], row["cause"], row["decided_by"]) == ("not_enough_evidence", "command_not_given",
+                                                                 "command")
+    assert "-- COMMAND" in row["fix"]
+    env = cells_of(check(h200, RECIPES / "probe-cupti-env.yaml", command=None).stdout)["none-none"]
+    assert env["verdict"] == "runs"
+
+
+def test_a_command_needs_a_recipe(h200: str) -> None:
+    cli = survey_cli("check", "h200", "--backend", "cupti", "--db", h200, "--", "python3", "x.py")
+    assert cli.returncode == exitcodes.USAGE and "needs --recipe" in cli.stderr
+    cli = survey_cli("check", "h200", "--recipe", str(RECIPES / "probe-cupti.yaml"), "--db", h200, "--")
+    assert cli.returncode == exitcodes.USAGE and "nothing after --" in cli.stderr
+
+
+@pytest.mark.integration
+def test_aorta_s_own_code_and_the_declared_model_agree(h200: str, monkeypatch) -> None:
+    """The same recipes and commands judged twice: by aorta 0.3.0's own loader and
+    proton wrap (a real amd-aorta venv; its `aorta` on PATH), and by the declared
+    model (no aorta anywhere). Every link's answer must agree; each says which it used."""
+    from survey.environments.launchers.pip import PipLauncher
+
+    py = PipLauncher(["amd-aorta==0.3.0"]).obtain().python  # a real aorta 0.3.0 venv (cached)
+    assert py is not None, "amd-aorta 0.3.0 could not be installed (PyPI or the pip cache)"
+    aorta_bin = str(Path(py).parent)
+    cases = COMMAND_SHAPES + [(r.name, WORKLOAD_COMMAND, None, None) for r in sorted(RECIPES.glob("*.yaml"))]
+    for recipe, command, _verdict, _cause in cases:
+        answers = {}
+        for who, path in (("model", "/usr/bin:/bin"), ("aorta", f"{aorta_bin}:/usr/bin:/bin")):
+            monkeypatch.setenv("PATH", path)
+            cli = check(h200, RECIPES / recipe, "--aorta-environments", str(SIDECAR), command=command)
+            answers[who] = cells_of(cli.stdout)
+        for name, row in answers["model"].items():
+            theirs = answers["aorta"][name]
+            assert row["verdict"] == theirs["verdict"], (recipe, name, row["reason"], theirs["reason"])
+            for lk in ("recipe", "command"):
+                if any(x["link"] == lk for x in row["links"]):
+                    assert link(row, lk)["answer"] == link(theirs, lk)["answer"], (recipe, name, lk)
+                    assert link(row, lk)["source"].startswith("the declared model of aorta 0.3.0")
+                    assert link(theirs, lk)["source"].startswith("aorta 0.3.0's own code ("), link(theirs, lk)
