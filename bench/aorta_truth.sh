@@ -13,7 +13,11 @@
 # PYTHON (record) needs torch, Triton, pyyaml and click, and amd-aorta 0.3.0:
 # installed, or unpacked (the wheel is a zip) in the directory AORTA_SITE names.
 # compare uses SURVEY (default: .venv/bin/survey of this checkout, else survey on
-# PATH) and PLATFORM (default sm_90).
+# PATH), PYTHON (one that imports proton-survey: default .venv/bin/python) and
+# PLATFORM (default sm_90).
+#   bench/aorta_truth/truth.py measure OUT --survey "python3 -m survey"   on the GPU host,
+#       beside record: `survey check PY --recipe R --measure` for the overlay recipes;
+#       their overlay reports go to OUT/overlays/, which compare ingests.
 set -u
 cmd=${1:?usage: aorta_truth.sh record OUT [PYTHON] | compare OUT}
 out=${2:?usage: aorta_truth.sh record OUT [PYTHON] | compare OUT}
@@ -51,7 +55,10 @@ compare)
   if [ -z "$survey" ]; then
     if [ -x "$here/.venv/bin/survey" ]; then survey="$here/.venv/bin/survey"; else survey=survey; fi
   fi
-  py=${PYTHON:-python3}
+  py=${PYTHON:-}
+  if [ -z "$py" ]; then
+    if [ -x "$here/.venv/bin/python" ]; then py="$here/.venv/bin/python"; else py=python3; fi
+  fi
   "$py" "$here/bench/aorta_truth/truth.py" compare "$out" --survey "$survey" --platform "${PLATFORM:-sm_90}"
   ;;
 *)

@@ -9,5 +9,5 @@ published as ``schema/probe-report.v3.schema.json`` and changes only with a bump
 ``SCHEMA_VERSION``.
 """
 
-PROBE_VERSION = "3.1.0"
+PROBE_VERSION = "3.2.0"
 SCHEMA_VERSION = 3

@@ -347,16 +347,20 @@ def truth_module():
 
 
 def test_the_h200_truth_agrees_cell_by_cell(tmp_path: Path) -> None:
-    """bench/aorta_truth.sh compare's rows, on the stored H200 record (run 4: the
-    probe's report with the mixed-kernel session, the commands aorta ran): every cell
-    agrees with what aorta's runner really left; the instrumentation cells answer
-    with their condition, which for this workload (both kernels in one session) is
-    no profile."""
+    """bench/aorta_truth.sh compare's rows, on the stored H200 record (2026-12-04: the
+    probe's report with every kernel shape, the commands aorta ran, the overlay runs
+    `survey check --measure` made there): all 43 cells agree with what aorta's runner
+    really left. The instrumentation cells answer with their condition, which for
+    each workload's kernels (scoped, unscoped, both) is what happened."""
     truth = truth_module()
-    record = MEASURED / "run4"
+    record = ROOT / "bench" / "measured" / "h200-2026-12-04-truth"
     db = f"sqlite:///{tmp_path / 'truth.db'}"
     ing = survey_cli("ingest", str(record / "report.json"), "--candidate", truth.CANDIDATE, "--new", "--db", db)
     assert ing.returncode == 0, ing
+    overlays = truth.overlay_reports(str(record))
+    assert len(overlays) == 4
+    for name, path in overlays:
+        assert survey_cli("ingest", path, "--candidate", name, "--new", "--db", db).returncode == 0, name
     doc = json.loads((record / "truth.json").read_text())
 
     def run(recipe: str, command):
@@ -364,13 +368,41 @@ def test_the_h200_truth_agrees_cell_by_cell(tmp_path: Path) -> None:
         return cli.returncode, cli.stdout, cli.stderr
 
     rows = truth.compare_rows(doc, run)
-    assert len(rows) == 23
+    assert len(rows) == 43
     assert [(r[0], r[1], r[3]) for r in rows if not r[4]] == []
-    conditional = sorted(r[0] for r in rows if r[3].startswith("conditional"))
-    assert conditional == ["probe-cta-cli.yaml", "probe-instrumentation-env.yaml", "probe-instrumentation.yaml",
-                           "probe-mma-cli.yaml", "probe-mma-env.yaml"], rows
-    assert all(r[3].endswith("-> none for mixed kernels") for r in rows
-               if r[0] in conditional and r[1] == "none-none"), rows
+    said = {(r[0], r[1]): r[3] for r in rows}
+    assert said[("instr-scoped-cli.yaml", "none-none")].endswith("-> profile for scoped kernels")
+    assert said[("instr-plain-env.yaml", "none-none")].endswith("-> none for plain kernels")
+    assert said[("probe-instrumentation.yaml", "none-none")].endswith("-> none for mixed kernels")
+    assert said[("cmd-shell-cli.yaml", "none-none")] == "cannot_run (command_refused)"
+    assert said[("probe-overlays.yaml", "launch-blocking-triton-debug")] == "runs (None)"
+    assert said[("unknown-and-no.yaml", "none-max-connections")] == "cannot_run (backend_absent)"
+
+
+def test_overlay_cells_answer_from_the_measured_overlay_and_cite_it(tmp_path: Path) -> None:
+    """The overlay cells of the H200 record: without the overlay runs, unknown (never a
+    guess from a variable's name); with them stored, answered from them, each citing
+    its run."""
+    truth = truth_module()
+    record = ROOT / "bench" / "measured" / "h200-2026-12-04-truth"
+    db = f"sqlite:///{tmp_path / 'o.db'}"
+    assert survey_cli("ingest", str(record / "report.json"), "--candidate", truth.CANDIDATE, "--new", "--db",
+                      db).returncode == 0
+    recipe = RECIPES / "probe-overlays.yaml"
+    before = cells_of(check(db, recipe, "--aorta-environments", str(SIDECAR), target=truth.CANDIDATE).stdout)
+    assert {n: (r["verdict"], r["cause"]) for n, r in before.items()} == {
+        n: ("not_enough_evidence", "overlay_not_measured") for n in before}
+    assert "--measure" in before["none-eager-loading"]["fix"]
+    for name, path in truth.overlay_reports(str(record)):
+        assert survey_cli("ingest", path, "--candidate", name, "--new", "--db", db).returncode == 0
+    after = cells_of(check(db, recipe, "--aorta-environments", str(SIDECAR), target=truth.CANDIDATE).stdout)
+    assert {n: r["verdict"] for n, r in after.items()} == {n: "runs" for n in before}
+    row = after["launch-blocking-triton-debug"]
+    assert row["candidate"] == "aorta-truth +CUDA_LAUNCH_BLOCKING=1,TRITON_DEBUG=1"
+    env = link(row, "environment")
+    assert env["source"].startswith("measured: run #") and "aorta-truth +CUDA_LAUNCH_BLOCKING=1,TRITON_DEBUG=1" in \
+        env["source"]
+    assert "probed with CUDA_LAUNCH_BLOCKING=1, TRITON_DEBUG=1 set" in " ".join(row["details"])
 
 
 # =========================================================================== against aorta 0.3.0 itself
