@@ -203,7 +203,7 @@ def test_the_verdict_is_what_really_runs(gpu_store: Store, tmp_path: Path) -> No
                        "diagnostic_axis: [none]\ncollect:\n  proton:\n"
                        f"    mode: {launch}\n    backend: cupti\n    backend_mode: periodic_flushing\n")
         cli = survey_cli("check", "h200", "--recipe", str(recipe), "--platform", "sm_90", "--json",
-                         "--db", gpu_store.url)
+                         "--db", gpu_store.url, "--", "python3", "train.py")
         [row] = json.loads(cli.stdout)
         assert cli.returncode == row["exit_code"] and row["cell"] == "none-none"
         assert "backend_mode: aorta 0.3.0 has no such proton option" in cli.stderr
@@ -250,7 +250,7 @@ cells:
 """)
     cli = survey_cli("check", "--recipe", str(recipe), "--aorta-environments", str(side), "--platform", "x86_64",
                      "--json", "--db", gpu_store.url)
-    assert cli.returncode == exitcodes.NOT_ENOUGH_EVIDENCE, cli
+    assert cli.returncode == exitcodes.CANNOT_RUN, cli  # the pcsampling cell: a definite no (below)
     got = cells_of(cli.stdout)
     first = got["in-cpu-380"]
     assert (first["checked_in"], first["cell_environment"]) == ("aorta:cpu-380", "cpu-380")
@@ -264,6 +264,8 @@ cells:
     assert start["cause"] == "library_missing" and "librocprofiler-sdk.so" in start["basis"]
     pcs = got["pcsampling"]
     assert (link(pcs, "start")["cause"], pcs["mode_accepted"]["source"]) == ("mode_refused", "stub")
+    # the build refuses the mode whatever the unmeasured device variable does: a definite no
+    assert (pcs["verdict"], pcs["decided_by"]) == ("cannot_run", "start")
     # aorta's proton wrap moves the cell's HIP_VISIBLE_DEVICES away for rocprofiler (Proton refuses it on AMD)
     env = link(pcs, "environment")["facts"]
     assert env["device_translation"] == ("aorta's proton wrap (backend rocprofiler) unsets HIP_VISIBLE_DEVICES and "
