@@ -55,12 +55,9 @@ class Text(String):
     cache_ok = True
 
 
-def utcnow() -> dt.datetime:
-    return dt.datetime.now(dt.UTC)
-
-
 class Base(DeclarativeBase):
-    pass
+    """Every time a row holds is given by its writer, from the product's one clock
+    (survey/core/clock.py): no column defaults to the wall clock."""
 
 
 class Candidate(Base):
@@ -73,8 +70,8 @@ class Candidate(Base):
     scope: Mapped[str] = mapped_column(String(20), default="catalog")  # catalog | adhoc
     spec: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
     position: Mapped[int] = mapped_column(Integer, default=0)  # order in its catalog
-    created_at: Mapped[dt.datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
-    updated_at: Mapped[dt.datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    created_at: Mapped[dt.datetime] = mapped_column(DateTime(timezone=True))
+    updated_at: Mapped[dt.datetime] = mapped_column(DateTime(timezone=True))
 
     runs: Mapped[list[Run]] = relationship(back_populates="candidate", order_by="Run.id")
 
@@ -90,7 +87,7 @@ class Environment(Base):
     image_digest: Mapped[str | None] = mapped_column(String(200), nullable=True)
     triton_distribution: Mapped[str | None] = mapped_column(String(100), nullable=True)
     triton_version: Mapped[str | None] = mapped_column(String(W.TRITON_VERSION), nullable=True)
-    created_at: Mapped[dt.datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    created_at: Mapped[dt.datetime] = mapped_column(DateTime(timezone=True))
 
 
 class Platform(Base):
@@ -101,7 +98,7 @@ class Platform(Base):
     vendor: Mapped[str] = mapped_column(String(W.VENDOR))  # nvidia | amd | none | unknown
     model: Mapped[str | None] = mapped_column(String(W.MODEL), nullable=True)
     arch: Mapped[str | None] = mapped_column(String(W.ARCH), nullable=True)
-    created_at: Mapped[dt.datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    created_at: Mapped[dt.datetime] = mapped_column(DateTime(timezone=True))
 
 
 class Run(Base):
@@ -119,7 +116,7 @@ class Run(Base):
     status: Mapped[str] = mapped_column(String(20))  # complete | unobtainable | failed
     source: Mapped[str] = mapped_column(String(20))  # survey | ingest | upload | probe
     started_at: Mapped[dt.datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
-    finished_at: Mapped[dt.datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    finished_at: Mapped[dt.datetime] = mapped_column(DateTime(timezone=True))
     host: Mapped[str | None] = mapped_column(String(W.HOST), nullable=True)
     probe_version: Mapped[str | None] = mapped_column(String(W.PROBE_VERSION), nullable=True)
     schema_version: Mapped[int | None] = mapped_column(Integer, nullable=True)
@@ -243,5 +240,5 @@ class Delivery(Base):
     changes: Mapped[int] = mapped_column(Integer)  # entries in the payload
     run_ids: Mapped[list[int]] = mapped_column(JSON, default=list)  # the runs whose changes it carried
     payload_sha256: Mapped[str] = mapped_column(String(64))
-    started_at: Mapped[dt.datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
-    finished_at: Mapped[dt.datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    started_at: Mapped[dt.datetime] = mapped_column(DateTime(timezone=True))
+    finished_at: Mapped[dt.datetime] = mapped_column(DateTime(timezone=True))

@@ -4,6 +4,7 @@ SURVEY_CACHE), ``podman`` ones need the test images, ``browser`` ones chromium."
 
 from __future__ import annotations
 
+import datetime as dt
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -14,6 +15,33 @@ from tests.pgserver import PgServer, find_bindir, not_installed_reason
 
 FIXTURES = Path(__file__).parent / "fixtures"
 REPORTS = FIXTURES / "reports"
+
+
+# The instant the ``clock`` fixture fixes: after every report in tests/fixtures/reports.
+FIXED_NOW = dt.datetime(2026, 12, 4, 12, 0, tzinfo=dt.UTC)
+
+
+class Clock:
+    """The product's clock (survey/core/clock.py), fixed: ``now`` until moved."""
+
+    def __init__(self, now: dt.datetime):
+        self.now = now
+
+    def advance(self, **delta: float) -> dt.datetime:
+        """Move it forward (``advance(seconds=90)``, ``advance(days=2)``); returns the new now."""
+        self.now += dt.timedelta(**delta)
+        return self.now
+
+
+@pytest.fixture
+def clock() -> Iterator[Clock]:
+    """Fix the product's clock at FIXED_NOW for the test (every thread of this process;
+    not a ``survey`` subprocess): what a test compares must not depend on when it ran."""
+    from survey.core import clock as product_clock
+
+    fixed = Clock(FIXED_NOW)
+    with product_clock.source(lambda: fixed.now):
+        yield fixed
 
 
 def report_bytes(name: str) -> bytes:

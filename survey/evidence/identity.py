@@ -15,7 +15,6 @@ ingested later files under the same identities.
 
 from __future__ import annotations
 
-import datetime as dt
 import functools
 import hashlib
 import json
@@ -26,6 +25,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from probes import PROBE_VERSION, records
+from survey.core import clock
 
 if TYPE_CHECKING:  # annotations only: reading the store needs no report model (the CLI's read path stays light)
     from survey.evidence.report import Report
@@ -182,7 +182,7 @@ def attach_origin(raw: bytes, origin: dict[str, Any]) -> bytes:
 
 
 def now_iso() -> str:
-    return dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
+    return clock.now().isoformat(timespec="seconds")
 
 
 def make_origin(kind: str, target: str | None, resolved: dict[str, Any], **sections: Any) -> dict[str, Any]:

@@ -39,7 +39,7 @@ from sqlalchemy.orm import Session
 from db import models as m
 from db import widths
 from probes import records
-from survey.core import credentials, errortext, names
+from survey.core import clock, credentials, errortext, names
 from survey.core.errors import InvalidReport
 from survey.evidence import identity
 from survey.evidence.identity import Resolved
@@ -145,8 +145,9 @@ def upsert_candidate(
     if cand is None:
         if position is None:  # after every catalog entry
             position = (s.scalar(select(func.max(m.Candidate.position))) or 0) + 1000
+        now = clock.now()
         cand = m.Candidate(name=name, label=label or name, kind=kind, spec=spec or {}, position=position,
-                           scope=scope or ADHOC)
+                           scope=scope or ADHOC, created_at=now, updated_at=now)
         s.add(cand)
         s.flush()
         return cand
@@ -158,14 +159,14 @@ def upsert_candidate(
             setattr(cand, attr, value)
             changed = True
     if changed:
-        cand.updated_at = m.utcnow()  # the caller's write moved the matrix version first
+        cand.updated_at = clock.now()  # the caller's write moved the matrix version first
     return cand
 
 
 def platform_row(s: Session, p: identity.PlatformId) -> m.Platform:
     row = s.scalar(select(m.Platform).where(m.Platform.key == p.key))
     if row is None:
-        row = m.Platform(key=p.key, vendor=p.vendor, model=p.model, arch=p.arch)
+        row = m.Platform(key=p.key, vendor=p.vendor, model=p.model, arch=p.arch, created_at=clock.now())
         s.add(row)
         s.flush()
     return row
@@ -179,7 +180,7 @@ def environment_row(s: Session, report: Report) -> m.Environment:
         row = m.Environment(
             identity=env.identity, kind=env.kind, label=env.label[:widths.LABEL], resolved=env.doc,
             image_digest=digest, triton_distribution=report.environment.triton.distribution,
-            triton_version=report.environment.triton.version,
+            triton_version=report.environment.triton.version, created_at=clock.now(),
         )
         s.add(row)
         s.flush()
@@ -306,7 +307,7 @@ def ingest(
                 candidate=cand, environment=envrow, platform=prow, platform_detail=platform.detail,
                 status="complete", source=source,
                 started_at=_parse_time(report.probe.started_at),
-                finished_at=_parse_time(report.probe.finished_at) or m.utcnow(),
+                finished_at=_parse_time(report.probe.finished_at) or clock.now(),
                 host=names.derived(env.platform.hostname, widths.HOST) if env.platform.hostname else None,
                 probe_version=report.probe.version[:widths.PROBE_VERSION], schema_version=report.schema_version,
                 report_hash=digest,
@@ -360,7 +361,7 @@ def record_failure(
             prow = platform_row(s, platform)
             last = s.scalar(select(m.Run).where(m.Run.candidate_id == cand.id, m.Run.platform_id == prow.id)
                             .order_by(m.Run.id.desc()).limit(1))
-            now = m.utcnow()
+            now = clock.now()
             if last is not None and last.status == status and (last.error_key or errortext.normalise(last.error)) \
                     == key:
                 last.tries = (last.tries or 1) + 1

@@ -16,6 +16,7 @@ from sqlalchemy.orm import Session, selectinload
 
 from db import models as m
 from probes import outcomes as O
+from survey.core import clock
 from survey.core.ages import age_text as age_text  # re-exported: callers read it here
 from survey.core.errors import UnknownTarget, did_you_mean
 from survey.evidence.identity import platform_label
@@ -214,5 +215,5 @@ def backed_off(store: Store, name: str, platform_key: str, retry_after_s: float)
         when = last.last_tried_at or last.finished_at
         if when.tzinfo is None:
             when = when.replace(tzinfo=dt.UTC)
-        age = (dt.datetime.now(dt.UTC) - when).total_seconds()
+        age = (clock.now() - when).total_seconds()
         return last if age < retry_after_s else None

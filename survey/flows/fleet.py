@@ -438,7 +438,7 @@ class _Driver:
     finished: set[str] = field(default_factory=set)
 
     def done(self, o: FleetOutcome) -> None:
-        o.duration_s = time.time() - self.t0.get(o.row, time.time())
+        o.duration_s = time.monotonic() - self.t0.get(o.row, time.monotonic())
         self.finished.add(o.row)
         self.outcomes.append(o)
         self.on_done(o)
@@ -599,7 +599,7 @@ def run_fleet(
         board = ray.remote(Board).options(num_cpus=0, max_restarts=0, scheduling_strategy=strategy).remote()
     task = ray.remote(_remote_probe)
     refs: dict[Any, Job] = {}
-    now = time.time()
+    now = time.monotonic()
     for j in remote_jobs:
         assert j.platform is not None
         d.t0[j.row] = now
@@ -676,7 +676,7 @@ def run_fleet(
                                         f"the probe failed here: {type(e).__name__}: {first[:300]}"))
                     continue
                 d.settle(job, local)
-            now = time.time()
+            now = time.monotonic()
             if board_ok and refs:
                 try:
                     notes = ray.get(board.take.remote(), timeout=10)

@@ -39,6 +39,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
+from survey.core import clock
 from survey.core.errors import UsageProblem
 
 if TYPE_CHECKING:
@@ -95,7 +96,7 @@ def masked(url: str) -> str:
 
 
 def payload(entries: list[dict[str, Any]], run_ids: list[int], *, now: dt.datetime | None = None) -> bytes:
-    doc = {"event": EVENT, "schema": 1, "sent_at": (now or dt.datetime.now(dt.UTC)).isoformat(timespec="seconds"),
+    doc = {"event": EVENT, "schema": 1, "sent_at": (now or clock.now()).isoformat(timespec="seconds"),
            "runs": sorted(run_ids), "count": len(entries), "changes": entries}
     return json.dumps(doc, ensure_ascii=False, separators=(",", ":"), default=str).encode("utf-8")
 
@@ -107,8 +108,8 @@ class Result:
     attempts: int
     http_status: int | None = None
     error: str | None = None
-    started_at: dt.datetime = field(default_factory=lambda: dt.datetime.now(dt.UTC))
-    finished_at: dt.datetime = field(default_factory=lambda: dt.datetime.now(dt.UTC))
+    started_at: dt.datetime = field(default_factory=clock.now)
+    finished_at: dt.datetime = field(default_factory=clock.now)
 
 
 def deliver(url: str, body: bytes, secret: bytes, *, attempts: int = ATTEMPTS, timeout: float = TIMEOUT_S,
@@ -145,7 +146,7 @@ def deliver(url: str, body: bytes, secret: bytes, *, attempts: int = ATTEMPTS, t
         if not retry or attempt == attempts:
             break
         sleep(min(wait * 2 ** (attempt - 1), MAX_BACKOFF_S))
-    result.finished_at = dt.datetime.now(dt.UTC)
+    result.finished_at = clock.now()
     return result
 
 

@@ -77,7 +77,7 @@ def cancel() -> None:
 
 
 def interrupted(name: str, t0: float) -> Outcome:
-    return Outcome(name, INTERRUPTED, None, "interrupted; nothing stored", time.time() - t0)
+    return Outcome(name, INTERRUPTED, None, "interrupted; nothing stored", time.monotonic() - t0)
 
 
 @dataclass
@@ -114,7 +114,7 @@ def survey_one(
     on this platform by this probe version, and store the result in one transaction.
 
     ``scope`` catalog publishes it; None files a new candidate ad hoc."""
-    t0 = time.time()
+    t0 = time.monotonic()
     platform = identity.local_platform()
 
     def failed(e: TargetError, status: str) -> Outcome:
@@ -126,7 +126,7 @@ def survey_one(
                                          error=error, platform=platform, status=status, scope=scope)
         summary = errortext.cause(error, spec)
         return Outcome(name, status, run_id, summary if new else f"{summary} (again; run #{run_id})",
-                       time.time() - t0)
+                       time.monotonic() - t0)
 
     if not settings.force:
         last = queries.backed_off(store, name, platform.key, settings.retry_after_s)
@@ -134,7 +134,7 @@ def survey_one(
             ago = queries.age_text(last.last_tried_at or last.finished_at).replace(" old", " ago")
             return Outcome(name, "unobtainable", last.id,
                            f"not retried (last tried {ago}; --retry-unobtainable tries now): "
-                           f"{errortext.cause(last.error, spec)}", time.time() - t0)
+                           f"{errortext.cause(last.error, spec)}", time.monotonic() - t0)
     report(f"obtaining {launcher.describe()}")
     try:
         resolved = launcher.obtain()
@@ -144,7 +144,7 @@ def survey_one(
         with store.session() as s:
             prior = find_unchanged(s, name, resolved.identity, PROBE_VERSION, platform.key)
             if prior is not None:
-                return Outcome(name, "unchanged", prior.id, f"unchanged since run #{prior.id}", time.time() - t0,
+                return Outcome(name, "unchanged", prior.id, f"unchanged since run #{prior.id}", time.monotonic() - t0,
                                prior.triton_version)
     report("probing")
     args = probe_run.probe_args(settings.timeout, captures=settings.captures, auto_capture=settings.auto_capture,
@@ -162,10 +162,10 @@ def survey_one(
                      resolved=resolved, source="survey", scope=scope, unless_unchanged=not settings.force)
     if res.unchanged:  # another survey stored this environment while this one probed it
         return Outcome(name, "unchanged", res.run_id, f"unchanged since run #{res.run_id} (stored meanwhile)",
-                       time.time() - t0)
+                       time.monotonic() - t0)
     return Outcome(name, "probed" if res.created else "unchanged", res.run_id,
                    "stored" if res.created else f"identical report already stored as run #{res.run_id}",
-                   time.time() - t0)
+                   time.monotonic() - t0)
 
 
 def run_survey(
@@ -200,11 +200,11 @@ def in_parallel(items: list[Any], jobs: int, name: Callable[[Any], str], survey:
 
     def one(item: Any) -> Outcome:
         if _cancelled.is_set():
-            return interrupted(name(item), time.time())
+            return interrupted(name(item), time.monotonic())
         try:
             out = survey(item)
         except SurveyError as e:
-            out = interrupted(name(item), time.time()) if _cancelled.is_set() else \
+            out = interrupted(name(item), time.monotonic()) if _cancelled.is_set() else \
                 Outcome(name(item), "failed", None, e.message, 0.0)
         if out.status != INTERRUPTED:
             on_done(out)
