@@ -140,3 +140,18 @@ def survey_cli(*args: str) -> CliResult:
     finally:
         sys.argv = argv
     return CliResult(code, out.getvalue(), err.getvalue())
+
+
+def processes_with(text: str) -> list[str]:
+    """The processes whose environment holds ``text`` (e.g. a path only a test's
+    environment names): what a test checks is gone, not waited for."""
+    import os
+
+    found = []
+    for entry in os.listdir("/proc"):
+        try:
+            if entry.isdigit() and text.encode() in Path(f"/proc/{entry}/environ").read_bytes():
+                found.append(entry)
+        except OSError:
+            pass
+    return found

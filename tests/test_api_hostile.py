@@ -510,12 +510,9 @@ def test_a_body_that_never_arrives_gets_408(store: Store, logs: pytest.LogCaptur
     raw = report_bytes(REPORT)
     with Server(create_app(store, token=TOKEN, body_timeout=1.0)) as srv, srv.connect() as conn:
         conn.sendall(post_head(len(raw)) + raw[:1000])  # announces the whole report, sends 1000 bytes
-        t0 = time.monotonic()
-        status, headers, body = read_response(conn)
-        waited = time.monotonic() - t0
+        status, headers, body = read_response(conn)  # the rest never comes: only the body timeout answers
         assert status == 408 and json.loads(body)["error"]["code"] == "request_timeout"
         assert headers["connection"] == "close"
-        assert 0.9 < waited < 10
         assert conn.recv(1) == b""  # and the connection is closed
     with store.session() as s:
         assert queries.candidates(s) == []
@@ -534,16 +531,15 @@ def test_a_slow_chunked_body_gets_408_too(store: Store, logs: pytest.LogCaptureF
 
     with Server(create_app(store, token=TOKEN, body_timeout=1.0)) as srv, srv.connect() as conn:
         conn.sendall(post_head(None))
-        t0 = time.monotonic()
         sender = threading.Thread(target=trickle, args=(conn,), daemon=True)
         sender.start()
         try:
+            # The body never ends and each read is quick: only a deadline on the whole body answers.
             status, _h, body = read_response(conn)
         finally:
             stop.set()
             sender.join(5)
         assert status == 408 and json.loads(body)["error"]["code"] == "request_timeout"
-        assert time.monotonic() - t0 < 5
     no_traceback(logs)
 
 

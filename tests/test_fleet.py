@@ -53,9 +53,10 @@ def wrapper(path: Path, python: Path, on_probe: str) -> Path:
 
 
 def hang_once(marker: Path) -> str:
-    """The first probe writes its pid to ``marker`` and hangs; later ones run."""
+    """The first probe writes its pid to ``marker`` and hangs (for a day: longer than any
+    test, so a survey that ends did not wait for it); later ones run."""
     m = shlex.quote(str(marker))
-    return f"    if [ ! -e {m} ]; then echo $$ > {m}.tmp && mv {m}.tmp {m}; exec sleep 120; fi"
+    return f"    if [ ! -e {m} ]; then echo $$ > {m}.tmp && mv {m}.tmp {m}; exec sleep 86400; fi"
 
 
 def kill_marked(*markers: Path) -> None:
@@ -194,10 +195,9 @@ def test_survey_run_without_ray_probes_only_candidates_for_this_host(tmp_path: P
 def test_ray_address_errors(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     pytest.importorskip("ray")
     db = f"sqlite:///{tmp_path / 's.db'}"
-    t0 = time.time()
+    # answered by the survey's own connect, before ray.init (which retries such an address for minutes)
     r = survey_cli("run", "--ray", "127.0.0.1:9", "--db", db, "--no-table")
     assert r.returncode == 69 and "no Ray cluster answers at 127.0.0.1:9" in r.stderr, r
-    assert time.time() - t0 < 30
     r = survey_cli("run", "--ray", "no-port", "--db", db, "--no-table")
     assert r.returncode == 64 and "give auto, HOST:PORT" in r.stderr, r
     monkeypatch.setitem(sys.modules, "ray", None)  # an environment without Ray
@@ -401,20 +401,18 @@ def test_a_lost_node_with_no_other_of_its_platform_is_not_run(cluster: Any, tmp_
     cluster.wait_for_nodes()
     try:
         with fleet.connected(cluster.address):
-            t0 = time.time()
             t, box = run_in_thread(lambda: fleet.run_fleet(store, list(enumerate(cat.candidate)),
                                                            settings=ProbeSettings(timeout=30)))
             wait_for(marker, 60)
             cluster.remove_node(node, allow_graceful=False)
             t.join(240)
-            assert not t.is_alive(), "the survey did not end"
+            assert not t.is_alive(), "the survey did not end"  # nor waited on the day-long hang
         assert "error" not in box, box
         by_name = {o.name: o for o in box["outcomes"]}
         assert by_name["slow"].status == "not run" and by_name["slow"].run_id is None, by_name["slow"]
         assert by_name["slow"].message == f"no node offers {key} any more (its node left the cluster); nothing stored"
         assert by_name["quick"].status == "probed"
         assert db_rows(store, RUNS) == [("quick", local_platform().key, "complete", 1, 1)]
-        assert time.time() - t0 < 120  # far below the probe's own 120 s hang
     finally:
         kill_marked(marker)
         store.close()
@@ -429,11 +427,10 @@ def test_a_task_past_its_budget_is_cancelled_and_not_stored(cluster: Any, tmp_pa
     store = Store(f"sqlite:///{tmp_path / 's.db'}")
     try:
         with fleet.connected(cluster.address):
-            t0 = time.time()
             [o] = fleet.run_fleet(store, list(enumerate(cat.candidate)), settings=ProbeSettings(timeout=30),
                                   budget_s=8)
         assert o.status == "not run" and o.message == "no answer within 8 s of starting; cancelled, nothing stored"
-        assert marker.exists() and time.time() - t0 < 60
+        assert marker.exists()  # it hung (for a day), and the survey did not wait
         assert db_rows(store, RUNS) == []
     finally:
         kill_marked(marker)

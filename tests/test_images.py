@@ -12,7 +12,6 @@ import json
 import os
 import subprocess
 import threading
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -328,11 +327,8 @@ def test_image_without_python(images: list[str], store: Store) -> None:
 def test_hanging_container_is_killed_and_removed(images: list[str]) -> None:
     launcher = ImageLauncher(f"{IMG}:hangs", engine="podman")
     resolved = launcher.obtain()  # its python answers `resolve`; it hangs in `probe`
-    t0 = time.monotonic()
     with Watch() as watch, pytest.raises(ProbeFailed, match="killed and removed") as e:
         launcher.probe(resolved, probe_run.probe_args(CHECK_TIMEOUT), 5)
-    took = time.monotonic() - t0
-    assert 5 <= took < 40, took
     assert len(watch.seen) == 1 and next(iter(watch.seen)) in e.value.message
     assert not leftovers(watch.seen)
 

@@ -11,7 +11,7 @@ import sys
 import time
 from pathlib import Path
 
-from tests.conftest import survey_cli
+from tests.conftest import processes_with, survey_cli
 from tests.envs import fake_triton
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -91,14 +91,3 @@ def test_ctrl_c_stops_the_survey_and_says_what_was_stored(tmp_path: Path) -> Non
     assert runs(db) == [("quick", "complete")]  # nothing recorded for the candidate cut short
     assert not processes_with(str(hanging))  # the hanging check was killed with its probe
 
-
-def processes_with(text: str) -> list[str]:
-    """The processes whose environment holds ``text``."""
-    found = []
-    for entry in os.listdir("/proc"):
-        try:
-            if entry.isdigit() and text.encode() in Path(f"/proc/{entry}/environ").read_bytes():
-                found.append(entry)
-        except OSError:
-            pass
-    return found

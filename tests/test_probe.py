@@ -18,7 +18,7 @@ from survey.core.errors import NotAPython, ProbeFailed
 from survey.environments import probe as probe_run
 from survey.environments.launchers.python import PythonLauncher
 from survey.evidence.report import parse_report
-from tests.conftest import survey_cli
+from tests.conftest import processes_with, survey_cli
 from tests.envs import fake_triton, pypi_venv
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -48,12 +48,14 @@ def test_hang_crash_and_bad_bytes_are_contained(tmp_path: Path, fork: bool) -> N
                                  "instrumentation": "ok"}, registry=["cupti", "roctracer"])
     args = ["probe", "--timeout", "3", "--no-auto-capture", "--only", "cupti", "--only", "roctracer",
             "--only", "rocprofiler", "--only", "instrumentation", "--repeats", "2"] + ([] if fork else ["--no-fork"])
-    report, out = run_probe(sys.executable, args, pythonpath=env)
+    hanging = tmp_path / "hanging"  # each attempt writes a line here as it begins to hang
+    report, out = run_probe(sys.executable, args, pythonpath=env, extra_env={"FAKE_TRITON_HANGING": str(hanging)})
     checks = by_check(report)
     hang = checks[("cupti", None)]
     assert hang["outcome"] == O.TIMEOUT and hang["timed_out"] is True
     assert [a["outcome"] for a in hang["attempts"]] == [O.TIMEOUT, O.TIMEOUT]
-    assert all(3 <= a["duration_s"] < 15 for a in hang["attempts"])
+    assert hanging.read_text() == "cupti\ncupti\n"  # both attempts hung, in proton.start
+    assert not processes_with(str(hanging))  # and were killed, not waited on
     segv = checks[("roctracer", None)]
     assert segv["outcome"] == O.CRASH and segv["signal"] == "SIGSEGV"
     bad = checks[("rocprofiler", None)]
