@@ -1,10 +1,24 @@
-"""Shared fixtures. Tiers: plain tests are fast (seconds, no network); tests
+"""Shared fixtures and helpers. Tiers: plain tests are fast (seconds, no network); tests
 marked ``integration`` build real venvs from PyPI triton wheels (cached in
-SURVEY_CACHE), ``podman`` ones need the test images, ``browser`` ones chromium."""
+SURVEY_CACHE), ``podman`` ones need the test images, ``browser`` ones chromium.
+
+Tests run in parallel (pytest-xdist, ``-n``; tests/run.sh) and in random order
+(pytest-randomly). What the processes of one run share lives in the run directory
+(``$PROTON_SURVEY_TEST_RUN``, made by the controlling process): one PostgreSQL server,
+started by the first worker that needs it under a file lock and stopped when the run
+ends. The tests of a tier that holds one big thing of its own per process (a Ray
+cluster, chromium, the podman images) run in one worker (an ``xdist_group``).
+"""
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
+import fcntl
+import json
+import os
+import shutil
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -49,18 +63,74 @@ def report_bytes(name: str) -> bytes:
     return (REPORTS / name).read_bytes()
 
 
+RUN_DIR = "PROTON_SURVEY_TEST_RUN"
+# the tiers whose tests share one heavy thing per process: each runs in one xdist worker
+ONE_WORKER = ("fleet", "browser", "podman")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    if not hasattr(config, "workerinput") and RUN_DIR not in os.environ:  # the controlling process
+        os.environ[RUN_DIR] = tempfile.mkdtemp(prefix="proton-survey-tests-")
+        config.stash[_own_run_dir] = os.environ[RUN_DIR]
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    run = config.stash.get(_own_run_dir, None)
+    if run is None:
+        return
+    state = Path(run) / "pg.json"
+    try:
+        if state.exists():
+            PgServer.attach(json.loads(state.read_text())).stop()
+    finally:
+        shutil.rmtree(run, ignore_errors=True)
+        os.environ.pop(RUN_DIR, None)
+
+
+_own_run_dir = pytest.StashKey[str]()
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        for tier in ONE_WORKER:
+            if item.get_closest_marker(tier) is not None:
+                item.add_marker(pytest.mark.xdist_group(tier))
+
+
+@contextlib.contextmanager
+def run_lock(name: str) -> Iterator[Path]:
+    """An exclusive lock named ``name`` among the processes of this test run; yields the
+    run directory."""
+    run = Path(os.environ[RUN_DIR])
+    with open(run / f"{name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        yield run
+
+
 @pytest.fixture(scope="session")
-def pg_server() -> Iterator[PgServer]:
-    """One real PostgreSQL server for the session (tests/pgserver.py); skips when
-    PostgreSQL is not installed (tests/run.sh installs it)."""
+def pg_server() -> PgServer:
+    """The run's one real PostgreSQL server (tests/pgserver.py), started by whichever
+    process needs it first and stopped when the run ends; skips when PostgreSQL is not
+    installed (tests/run.sh installs it). Each test makes databases of its own in it
+    (``pg_url``, ``new_database``): never change the server itself (an outage test starts
+    its own)."""
     bindir = find_bindir()
     if bindir is None:
         pytest.skip(not_installed_reason())
-    server = PgServer(bindir)
-    try:
-        yield server.start()
-    finally:
-        server.stop()
+    with run_lock("pg") as run:
+        state = run / "pg.json"
+        if state.exists():
+            return PgServer.attach(json.loads(state.read_text()))
+        server = PgServer(bindir)
+        try:
+            server.start()
+        except BaseException:
+            server.stop()
+            raise
+        tmp = state.with_suffix(".tmp")
+        tmp.write_text(json.dumps(server.state()))
+        tmp.replace(state)
+        return server
 
 
 @pytest.fixture

@@ -157,10 +157,38 @@ def fake_interpreter(root: Path, fake: Path) -> Path:
     return root / "bin" / "python"
 
 
-def pypi_venv(version: str):  # -> Resolved
+def pip_venv(*requirements: str):  # -> Resolved
+    """A venv from PyPI built by our own pip launcher, cached in SURVEY_CACHE: built by one
+    process at a time (a lock beside the venvs), so tests in parallel, and test runs
+    sharing the cache, build it once and reuse it."""
+    import fcntl
+
+    from survey.core import paths
     from survey.environments.launchers.pip import PipLauncher
 
-    return PipLauncher([f"triton=={version}"]).obtain()
+    launcher = PipLauncher(list(requirements))
+    venvs = paths.root() / "venvs"
+    venvs.mkdir(parents=True, exist_ok=True)
+    with open(venvs / f".{launcher.venv_dir('x').name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        return launcher.obtain()
+
+
+def pypi_venv(version: str):  # -> Resolved
+    """A venv holding the PyPI ``triton`` wheel of ``version`` (:func:`pip_venv`)."""
+    return pip_venv(f"triton=={version}")
+
+
+# The Triton releases the integration tier builds venvs of (tests/run.sh builds them
+# before the tests start: `python -m tests.envs`).
+RELEASES = ("3.7.1", "3.8.0", "3.9.0")
+
+
+if __name__ == "__main__":
+    import sys
+
+    for v in sys.argv[1:] or RELEASES:
+        print(f"triton {v}: {pypi_venv(v).python}", flush=True)
 
 
 FAKE_GPU_TRITON = '''

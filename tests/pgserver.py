@@ -1,8 +1,10 @@
 """A real PostgreSQL server for the tests (Debian's ``postgresql`` package).
 
-One server per test session: ``initdb`` into a temporary directory, started with
+One server per test run: ``initdb`` into a temporary directory, started with
 ``pg_ctl`` listening on 127.0.0.1 only, on a free port, with its unix socket in
-that directory, and stopped (and the directory removed) when the session ends.
+that directory, and stopped (and the directory removed) when the run ends. Under
+pytest-xdist the first worker that needs it starts it and the others attach to it
+(:meth:`PgServer.state`, :meth:`PgServer.attach`; tests/conftest.py).
 PostgreSQL refuses to run as root, so as root the cluster belongs to the
 ``postgres`` user and every server program runs as that user.
 
@@ -27,20 +29,27 @@ TEMPLATE = "survey_template"
 
 
 def find_bindir() -> Path | None:
-    """The newest installed ``/usr/lib/postgresql/N/bin`` holding initdb and pg_ctl.
+    """The newest installed ``/usr/lib/postgresql/N/bin`` holding initdb and pg_ctl,
+    else the directory on PATH holding all three (PostgreSQL installed by hand).
 
     (``/usr/local/bin/pg_ctl`` and Debian's ``/usr/bin`` wrappers choose a cluster
-    through pg_wrapper; the real binaries live here.)"""
+    through pg_wrapper; the real binaries live in /usr/lib/postgresql.)"""
+    def complete(bindir: Path) -> bool:
+        return all(os.access(bindir / p, os.X_OK) for p in ("initdb", "pg_ctl", "postgres"))
+
     found = []
     for bindir in glob.glob("/usr/lib/postgresql/*/bin"):
         version = Path(bindir).parent.name
-        if version.isdigit() and all(os.access(Path(bindir, p), os.X_OK) for p in ("initdb", "pg_ctl", "postgres")):
+        if version.isdigit() and complete(Path(bindir)):
             found.append((int(version), Path(bindir)))
-    return max(found)[1] if found else None
+    if found:
+        return max(found)[1]
+    on_path = shutil.which("initdb")
+    return Path(on_path).parent if on_path and complete(Path(on_path).parent) else None
 
 
 def not_installed_reason() -> str:
-    return ("PostgreSQL is not installed (no /usr/lib/postgresql/*/bin/pg_ctl); "
+    return ("PostgreSQL is not installed (no /usr/lib/postgresql/*/bin/pg_ctl, no initdb on PATH); "
             "tests/run.sh installs Debian's postgresql")
 
 
@@ -62,7 +71,7 @@ class PgServer:
         self.socket_dir = self.root / "run"
         self.log = self.root / "server.log"
         self.port = 0
-        self._names = itertools.count(1)
+        self._names = itertools.count(1)  # with the pid: workers sharing the server never collide
         self._as: list[str] = []
         if os.geteuid() == 0:  # initdb and postgres refuse root
             owner = pwd.getpwnam(self.user)
@@ -108,6 +117,22 @@ class PgServer:
         Store(self.url(TEMPLATE)).close()  # every migration, once
         return self
 
+    def state(self) -> dict[str, str | int]:
+        """What another process needs to use (and stop) this running server."""
+        return {"bindir": str(self.bindir), "root": str(self.root), "port": self.port, "user": self.user}
+
+    @classmethod
+    def attach(cls, state: dict[str, str | int]) -> PgServer:
+        """The server another process started (from its :meth:`state`)."""
+        server = cls.__new__(cls)
+        server.bindir, server.root = Path(str(state["bindir"])), Path(str(state["root"]))
+        server.data, server.socket_dir = server.root / "data", server.root / "run"
+        server.log = server.root / "server.log"
+        server.port, server.user = int(state["port"]), str(state["user"])
+        server._names = itertools.count(1)
+        server._as = ["runuser", "-u", server.user, "--"] if os.geteuid() == 0 else []
+        return server
+
     def stop(self) -> None:
         try:
             if (self.data / "postmaster.pid").exists():
@@ -128,7 +153,7 @@ class PgServer:
 
     def new_database(self, *, migrated: bool = True) -> str:
         """A fresh database (with the current schema, or empty); returns its name."""
-        name = f"t{next(self._names)}"
+        name = f"t{os.getpid()}_{next(self._names)}"
         self.admin(f'CREATE DATABASE "{name}" TEMPLATE "{TEMPLATE if migrated else "template0"}"')
         return name
 

@@ -1,46 +1,96 @@
 #!/usr/bin/env bash
 # Set up and run proton-survey's tests on a fresh machine. `.ci/run` calls this.
 #
-#   tests/run.sh            every tier: lint, types, fast, integration (real PyPI triton
-#                           wheels), podman (real images), browser (chromium), schemathesis
-#                           (the service against its OpenAPI document, ~12,000 cases), fleet
-#                           (a local Ray cluster)
-#   tests/run.sh --fast     lint, types and the fast tier (no downloads beyond the Python deps
-#                           and, when missing, Debian's postgresql)
-#   tests/run.sh ... ARGS   extra arguments go to pytest
+#   tests/run.sh                  every tier: lint, types, fast, integration (real PyPI triton
+#                                 wheels), podman (real images), browser (chromium), schemathesis
+#                                 (the service against its OpenAPI document, ~12,000 cases), fleet
+#                                 (a local Ray cluster)
+#   tests/run.sh --fast           lint, types and the fast tier (no downloads beyond the Python deps
+#                                 and, when missing, PostgreSQL)
+#   tests/run.sh --flake-hunt N   the fast and integration tiers, N times over, in random order
+#                                 (a new seed each time), on SQLite and PostgreSQL
+#   tests/run.sh ... ARGS         extra arguments go to pytest (e.g. -p no:randomly, -n 0, a path)
 #
+# Tests run in parallel (pytest-xdist; TEST_WORKERS, default: twice the cores) and in random
+# order (pytest-randomly: it prints the seed; `--randomly-seed=N` repeats an order,
+# `-p no:randomly` keeps the files' order).
 # Tests that use a store run on SQLite; those marked both_stores (what the database itself
-# decides) run on PostgreSQL too (tests/conftest.py).
+# decides) on PostgreSQL too, one server per run (tests/conftest.py).
+#
+# System packages it needs, installed with apt-get when missing (as root, or through sudo):
+#   postgresql            every tier: the both_stores tests run on a real PostgreSQL server
+#   podman runc           the podman tier: real containers
+#   debootstrap           the podman tier: the test images' Debian root filesystem (.ci/build-images)
+#   chromium              the browser tier: Playwright drives Debian's chromium
+# On a machine without apt-get it names what is missing and stops: install them by hand.
 #
 # Heavy downloads (triton wheels, the Debian root filesystem) are cached under
 # SURVEY_CACHE (default: .cache/ in the checkout) and reused within and across runs.
+# Exit status: 0 when every tier passed; pytest's status (1: a test failed) otherwise;
+# 64 bad arguments; 69 a system package is missing and cannot be installed here.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-fast=0
-if [ "${1:-}" = "--fast" ]; then fast=1; shift; fi
+mode=all
+hunt=0
+case "${1:-}" in
+  --fast) mode=fast; shift ;;
+  --flake-hunt)
+    mode=hunt
+    hunt=${2:-}
+    [[ $hunt =~ ^[1-9][0-9]*$ ]] || { echo "tests/run.sh: --flake-hunt wants a number of repeats, e.g. --flake-hunt 20" >&2; exit 64; }
+    shift 2 ;;
+esac
+
+say() { printf '[run.sh %s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
 
 export SURVEY_CACHE=${SURVEY_CACHE:-$PWD/.cache/proton-survey}
 export PIP_CACHE_DIR=${PIP_CACHE_DIR:-$SURVEY_CACHE/pip}
 export PIP_DISABLE_PIP_VERSION_CHECK=1
 mkdir -p "$SURVEY_CACHE"
 
-if [ "$(id -u)" = 0 ]; then sudo=""; else sudo="sudo"; fi
-apt_updated=0
-apt_install() {  # Debian packages, installed only when missing
-  local need=() pkg
-  for pkg in "$@"; do
-    dpkg -s "$pkg" >/dev/null 2>&1 || need+=("$pkg")
+# ------------------------------------------------------------------ system packages
+# package, what finds it installed, why the tests need it
+packages=(
+  "postgresql|compgen -G '/usr/lib/postgresql/*/bin/pg_ctl' || command -v pg_ctl|the both_stores tests run on a real PostgreSQL server (every tier)"
+  "podman|command -v podman|the podman tier runs real containers"
+  "runc|command -v runc || command -v crun|podman's container runtime"
+  "debootstrap|command -v debootstrap|.ci/build-images makes the test images' Debian root filesystem"
+  "chromium|command -v chromium|the browser tier drives Debian's chromium through Playwright"
+)
+wanted=(postgresql)
+[[ $mode == all ]] && wanted=(postgresql podman runc debootstrap chromium)
+
+missing=()
+for entry in "${packages[@]}"; do
+  IFS='|' read -r pkg test why <<<"$entry"
+  [[ " ${wanted[*]} " == *" $pkg "* ]] || continue
+  bash -c "$test" >/dev/null 2>&1 || missing+=("$pkg|$why")
+done
+if ((${#missing[@]})); then
+  names=()
+  for entry in "${missing[@]}"; do
+    IFS='|' read -r pkg why <<<"$entry"
+    names+=("$pkg")
+    say "needs $pkg: $why"
   done
-  [ ${#need[@]} -gt 0 ] || return 0
-  if [ "$apt_updated" = 0 ]; then $sudo apt-get update -qq; apt_updated=1; fi
-  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
-}
+  sudo=()
+  [[ $(id -u) == 0 ]] || sudo=(sudo)
+  if ! command -v apt-get >/dev/null; then
+    say "no apt-get here: install these by hand (Debian names): ${names[*]}; then run tests/run.sh again"
+    exit 69
+  fi
+  if ((${#sudo[@]})) && ! command -v sudo >/dev/null; then
+    say "not root and no sudo: install these as root: apt-get install ${names[*]}"
+    exit 69
+  fi
+  say "installing with apt-get: ${names[*]}"
+  "${sudo[@]}" apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive "${sudo[@]}" apt-get install -y -qq --no-install-recommends "${names[@]}" >/dev/null
+fi
 
-# Every tier runs the both_stores tests on PostgreSQL too: tests/pgserver.py starts a
-# server of its own from /usr/lib/postgresql/*/bin (Debian's postgresql).
-compgen -G "/usr/lib/postgresql/*/bin/pg_ctl" >/dev/null || apt_install postgresql
-
+# ------------------------------------------------------------------ Python
+say "the Python dependencies (.venv, pip install -e .[test,browser,bench,fleet])"
 python3 -m venv .venv
 .venv/bin/python -m pip install -q --upgrade pip
 .venv/bin/python -m pip install -q -e ".[test,browser,bench,fleet]"
@@ -48,15 +98,46 @@ python3 -m venv .venv
 .venv/bin/ruff check .
 .venv/bin/mypy
 
-if [ "$fast" = 1 ]; then
-  exec .venv/bin/python -m pytest -m "not integration and not podman and not browser and not schemathesis and not fleet" "$@"
+workers=${TEST_WORKERS:-$(($(nproc) * 2))}
+pytest=(.venv/bin/python -m pytest -n "$workers" --dist loadgroup)
+heavy="podman or browser or schemathesis or fleet"
+
+if [[ $mode == fast ]]; then
+  exec "${pytest[@]}" -m "not integration and not ($heavy)" "$@"
 fi
 
-# System packages for the podman and browser tiers (Debian): podman + runc for real
-# containers, debootstrap for the test images, chromium for Playwright, wrk for bench.
-apt_install podman runc debootstrap chromium wrk
+if [[ $mode == hunt ]]; then
+  say "flake hunt: the fast and integration tiers, $hunt times over, in random order"
+  .venv/bin/python -m tests.envs >/dev/null  # the integration tier's Triton venvs, once
+  exec "${pytest[@]}" -m "not ($heavy)" --count "$hunt" "$@"
+fi
 
+# ------------------------------------------------------------------ every tier
+# While the fast tier runs, the podman tier's images are built and the integration tier's
+# Triton venvs made (both mostly downloads); their logs are shown only when they fail.
 export CONTAINERS_CONF=${CONTAINERS_CONF:-$PWD/.ci/containers.conf}
-PYTHON=.venv/bin/python .ci/build-images
+logs=$(mktemp -d)
+PYTHON=.venv/bin/python .ci/build-images >"$logs/images" 2>&1 &
+images=$!
+.venv/bin/python -m tests.envs >"$logs/venvs" 2>&1 &
+venvs=$!
+trap 'kill $images $venvs 2>/dev/null; rm -rf "$logs"' EXIT
 
-.venv/bin/python -m pytest "$@"
+status=0
+"${pytest[@]}" -m "not integration and not ($heavy)" "$@" || status=$?
+[[ $status == 5 ]] && status=0  # no test of this tier selected
+
+for job in "images:$images" "venvs:$venvs"; do
+  if ! wait "${job#*:}"; then
+    say "preparing the ${job%%:*} failed:"
+    tail -40 "$logs/${job%%:*}" >&2
+    exit 1
+  fi
+done
+
+rest=0
+"${pytest[@]}" -m "integration or $heavy" "$@" || rest=$?
+[[ $rest == 5 ]] && rest=0
+say "fast tier: exit $status; integration, podman, browser, schemathesis, fleet: exit $rest"
+if ((status)); then exit "$status"; fi
+exit "$rest"

@@ -444,9 +444,9 @@ def test_mode_dropped_rejects_nonsense() -> None:
 # =========================================================================== integration: aorta itself
 @pytest.fixture(scope="module")
 def aorta_python() -> str:
-    from survey.environments.launchers.pip import PipLauncher
+    from tests.envs import pip_venv
 
-    py = PipLauncher(["amd-aorta==0.3.0"]).obtain().python
+    py = pip_venv("amd-aorta==0.3.0").python
     assert py is not None
     return py
 
