@@ -16,11 +16,13 @@ import contextlib
 import datetime as dt
 import fcntl
 import json
+import logging
 import os
 import shutil
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -56,6 +58,55 @@ def clock() -> Iterator[Clock]:
     fixed = Clock(FIXED_NOW)
     with product_clock.source(lambda: fixed.now):
         yield fixed
+
+
+@pytest.fixture
+def logs(caplog: pytest.LogCaptureFixture) -> Iterator[pytest.LogCaptureFixture]:
+    """Every log record, DEBUG up (for :func:`no_traceback`)."""
+    caplog.set_level(logging.DEBUG)
+    yield caplog
+
+
+def no_traceback(caplog: pytest.LogCaptureFixture) -> None:
+    """Nothing was logged at ERROR or with a traceback."""
+    bad = [r for r in caplog.records if r.exc_info or r.levelno >= logging.ERROR or "Traceback" in r.getMessage()]
+    assert not bad, [(r.name, r.getMessage()) for r in bad]
+
+
+# --------------------------------------------------------------------------- clients of the service
+@pytest.fixture
+def portal() -> Iterator[Any]:
+    """An anyio portal: sync calls into async clients (tests/helpers/api.py)."""
+    import anyio.from_thread
+
+    with anyio.from_thread.start_blocking_portal() as p:
+        yield p
+
+
+@pytest.fixture
+def make_client(portal: Any) -> Iterator[Any]:
+    """``make_client(store, **create_app_options)``: a client of a new app over ``store``."""
+    from api.app import create_app
+    from tests.helpers.api import Client
+
+    clients: list[Client] = []
+
+    def make(store: Store, **kw: Any) -> Client:
+        c = Client(portal, create_app(store, **kw))
+        clients.append(c)
+        return c
+
+    yield make
+    for c in clients:
+        portal.call(c.http.aclose)
+
+
+@pytest.fixture
+def client(filled_store: Store, make_client: Any) -> Any:
+    """A client of the service over ``filled_store``, uploads allowed with TOKEN."""
+    from tests.helpers.api import TOKEN
+
+    return make_client(filled_store, token=TOKEN)
 
 
 def report_bytes(name: str) -> bytes:
@@ -131,6 +182,20 @@ def pg_server() -> PgServer:
         tmp.write_text(json.dumps(server.state()))
         tmp.replace(state)
         return server
+
+
+@pytest.fixture
+def own_pg() -> Iterator[PgServer]:
+    """A PostgreSQL server of this test's own, for a test that stops and starts it
+    (the run's ``pg_server`` is shared: never stop that one)."""
+    bindir = find_bindir()
+    if bindir is None:
+        pytest.skip(not_installed_reason())
+    server = PgServer(bindir)
+    try:
+        yield server.start()
+    finally:
+        server.stop()
 
 
 @pytest.fixture

@@ -7,24 +7,19 @@ from __future__ import annotations
 
 import copy
 import csv
-import functools
 import io
 import json
 import re
 import sqlite3
-from collections.abc import AsyncIterator, Iterator
-from html.parser import HTMLParser
+from collections.abc import AsyncIterator
 from typing import Any
 from urllib.parse import quote
 
-import anyio.from_thread
-import httpx
 import pytest
 from sqlalchemy import text
 from sqlalchemy.exc import OperationalError
 from typer.testing import CliRunner
 
-from api.app import create_app
 from api.matrix import COLUMNS
 from db import models as m
 from db.store import Store
@@ -41,54 +36,9 @@ from survey.verdicts import diff as survey_diff
 from survey.verdicts import matrix as survey_matrix
 from survey.verdicts import modes as survey_verdicts
 from tests.conftest import report_bytes, survey_cli
+from tests.helpers.api import TOKEN, Client, Text, assert_error
 
-TOKEN = "s3cret-token"
 VERSIONS = ("3.6.0", "3.7.1", "3.8.0", "3.9.0")
-
-
-class Client:
-    """Sync calls into an async httpx client over the app (anyio portal)."""
-
-    def __init__(self, portal: Any, app: Any):
-        self.portal = portal
-        self.http = httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://testserver")
-
-    def request(self, method: str, url: str, **kw: Any) -> httpx.Response:
-        return self.portal.call(functools.partial(self.http.request, method, url, **kw))
-
-    def get(self, url: str, **kw: Any) -> httpx.Response:
-        return self.request("GET", url, **kw)
-
-    def upload(self, body: Any, token: str | None = TOKEN, **kw: Any) -> httpx.Response:
-        headers = dict(kw.pop("headers", {}))
-        if token is not None:
-            headers["Authorization"] = f"Bearer {token}"
-        return self.request("POST", "/runs", content=body, headers=headers, **kw)
-
-
-@pytest.fixture
-def portal() -> Iterator[Any]:
-    with anyio.from_thread.start_blocking_portal() as p:
-        yield p
-
-
-@pytest.fixture
-def make_client(portal: Any) -> Iterator[Any]:
-    clients: list[Client] = []
-
-    def make(store: Store, **kw: Any) -> Client:
-        c = Client(portal, create_app(store, **kw))
-        clients.append(c)
-        return c
-
-    yield make
-    for c in clients:
-        portal.call(c.http.aclose)
-
-
-@pytest.fixture
-def client(filled_store: Store, make_client: Any) -> Client:
-    return make_client(filled_store, token=TOKEN)
 
 
 def run_ids(store: Store) -> dict[str, int]:
@@ -99,56 +49,6 @@ def run_ids(store: Store) -> dict[str, int]:
 def run_count(store: Store) -> int:
     with store.session() as s:
         return len(s.query(m.Run).all())
-
-
-def assert_error(r: httpx.Response, status: int, code: str, field: str | None = None) -> dict[str, Any]:
-    assert r.status_code == status, r.text
-    assert r.headers["content-type"] == "application/json"
-    body = r.json()
-    assert set(body) == {"error"}
-    err = body["error"]
-    assert set(err) == {"status", "code", "message", "field", "hint"}
-    assert err["status"] == status and err["code"] == code and err["field"] == field, err
-    assert err["message"]
-    return err
-
-
-class Text(HTMLParser):
-    """The text a person sees (entities decoded), and the matrix cells."""
-
-    def __init__(self, html: str):
-        super().__init__()
-        self.parts: list[str] = []
-        self.cells: list[dict[str, Any]] = []
-        self.scripts = 0
-        self._cell: dict[str, Any] | None = None
-        self.feed(html)
-
-    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
-        a = dict(attrs)
-        if tag == "script":
-            self.scripts += 1
-        if tag == "td" and "cell" in (a.get("class") or "").split():
-            self._cell = {"class": (a.get("class") or "").split(), "href": None, "text": "",
-                          "colspan": int(a.get("colspan") or 1), "hrefs": []}
-            self.cells.append(self._cell)
-        if tag == "a" and self._cell is not None:
-            self._cell["hrefs"].append(a.get("href"))
-            if self._cell["href"] is None:
-                self._cell["href"] = a.get("href")
-
-    def handle_endtag(self, tag: str) -> None:
-        if tag == "td":
-            self._cell = None
-
-    def handle_data(self, data: str) -> None:
-        self.parts.append(data)
-        if self._cell is not None:
-            self._cell["text"] += data
-
-    @property
-    def text(self) -> str:
-        return " ".join(" ".join(self.parts).split())
 
 
 def squash(text: str) -> str:

@@ -14,7 +14,6 @@ from __future__ import annotations
 import csv
 import io
 import json
-import logging
 import os
 import re
 import select
@@ -42,12 +41,10 @@ from survey.evidence.identity import PlatformId
 from survey.evidence.ingest import ingest, record_failure
 from survey.render import table as table_mod
 from survey.verdicts import matrix as survey_matrix
-from tests import test_api
-from tests.conftest import report_bytes, survey_cli
-from tests.test_api import TOKEN, Client, Text, assert_error
+from tests.conftest import no_traceback, report_bytes, survey_cli
+from tests.helpers.api import TOKEN, Client, Text, assert_error
 
 # The API fixtures of test_api (an app over a store, called through httpx's ASGI transport).
-portal, make_client, client = test_api.portal, test_api.make_client, test_api.client
 
 REPORT = "cpu-triton-3.9.0.json"
 MiB = 1024 * 1024
@@ -493,17 +490,6 @@ def post_head(length: int | None, token: str = TOKEN) -> bytes:
     size = f"Content-Length: {length}\r\n" if length is not None else "Transfer-Encoding: chunked\r\n"
     return (f"POST /runs HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer {token}\r\n"
             f"Content-Type: application/json\r\n{size}\r\n").encode()
-
-
-@pytest.fixture
-def logs(caplog: pytest.LogCaptureFixture) -> Iterator[pytest.LogCaptureFixture]:
-    caplog.set_level(logging.DEBUG)
-    yield caplog
-
-
-def no_traceback(caplog: pytest.LogCaptureFixture) -> None:
-    bad = [r for r in caplog.records if r.exc_info or r.levelno >= logging.ERROR or "Traceback" in r.getMessage()]
-    assert not bad, [(r.name, r.getMessage()) for r in bad]
 
 
 def test_a_body_that_never_arrives_gets_408(store: Store, logs: pytest.LogCaptureFixture) -> None:

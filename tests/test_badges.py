@@ -6,11 +6,8 @@ from typing import Any
 from xml.etree import ElementTree
 
 from db.store import Store
-from tests import test_api
 from tests.conftest import report_bytes
-from tests.test_api import assert_error
-
-portal, make_client = test_api.portal, test_api.make_client
+from tests.helpers.api import assert_error
 
 
 def test_a_cell_as_svg_and_shields_json(filled_store: Store, make_client: Any) -> None:

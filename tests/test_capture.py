@@ -15,7 +15,7 @@ from probes import capture, classify
 from probes import outcomes as O
 from tests.conftest import report_bytes
 from tests.envs import fake_gpu_stack, pypi_venv
-from tests.test_probe import run_probe
+from tests.helpers.probe import run_probe
 
 ROOT = Path(__file__).resolve().parents[1]
 SMALL = ["--capture-size", "4096", "--capture-iters", "7"]

@@ -10,11 +10,9 @@ import pytest
 from db.store import Store
 from survey.evidence.identity import PlatformId
 from survey.evidence.ingest import ingest, record_failure
-from tests import test_api
 from tests.conftest import report_bytes
-from tests.test_api import Text, assert_error
+from tests.helpers.api import Text, assert_error
 
-portal, make_client = test_api.portal, test_api.make_client
 CPU = "none:x86_64"
 
 

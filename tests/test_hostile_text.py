@@ -37,10 +37,7 @@ from survey.evidence.identity import PlatformId
 from survey.evidence.ingest import ingest, record_failure
 from survey.render import grid
 from survey.verdicts import matrix as survey_matrix
-from tests import test_api
 from tests.conftest import report_bytes, survey_cli
-
-portal, make_client = test_api.portal, test_api.make_client
 
 HOSTILE = {
     "html": "<img src=x onerror=alert(1)>",

@@ -154,7 +154,7 @@ def test_stub_reruns_fork_from_a_zygote_of_their_own_environment() -> None:
     it forks from was started with it) and maps the same stubs, on 3.8.0 (a knob
     for rocprofiler, none for roctracer: two environments, two stub zygotes)."""
     venv = pypi_venv("3.8.0")
-    from tests.test_probe import run_probe
+    from tests.helpers.probe import run_probe
 
     forked = run_probe(venv.python, ["probe", "--timeout", "60", "--no-auto-capture"])[0]
     fresh = run_probe(venv.python, ["probe", "--timeout", "60", "--no-auto-capture", "--no-fork"])[0]

@@ -23,7 +23,7 @@ from survey.core import exitcodes
 from survey.evidence.ingest import ingest
 from tests.conftest import report_bytes, survey_cli
 from tests.envs import fake_gpu_stack
-from tests.test_probe import run_probe
+from tests.helpers.probe import run_probe
 
 ROOT = Path(__file__).resolve().parents[1]
 TRUTH = ROOT / "bench" / "aorta_truth"

@@ -17,10 +17,8 @@ from db.store import Store
 from survey.core.credentials import mask, mask_text
 from survey.evidence.identity import PlatformId
 from survey.evidence.ingest import record_failure
-from tests import test_api
 from tests.conftest import survey_cli
 
-portal, make_client = test_api.portal, test_api.make_client
 SECRET = "hunter2"
 INDEX = f"http://alice:{SECRET}@127.0.0.1:9/simple"  # nothing listens on port 9: pip fails at once
 

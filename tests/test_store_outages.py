@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import logging
 import os
 import sqlite3
 import subprocess
@@ -32,24 +31,12 @@ from api.app import create_app
 from db import models as m
 from db.store import Store
 from survey.evidence.ingest import ingest
-from tests import test_api, test_db
-from tests.conftest import report_bytes, survey_cli
-from tests.pgserver import PgServer, find_bindir, not_installed_reason
-from tests.test_api import TOKEN
+from tests import test_db
+from tests.conftest import no_traceback, report_bytes, survey_cli
+from tests.helpers.api import TOKEN
+from tests.pgserver import PgServer
 
-portal, make_client = test_api.portal, test_api.make_client
 unprivileged, shared_dir = test_db.unprivileged, test_db.shared_dir
-
-
-@pytest.fixture
-def logs(caplog: pytest.LogCaptureFixture) -> Iterator[pytest.LogCaptureFixture]:
-    caplog.set_level(logging.DEBUG)
-    yield caplog
-
-
-def no_traceback(caplog: pytest.LogCaptureFixture) -> None:
-    bad = [r for r in caplog.records if r.exc_info or r.levelno >= logging.ERROR or "Traceback" in r.getMessage()]
-    assert not bad, [(r.name, r.getMessage()) for r in bad]
 
 
 def one_line_error(r: httpx.Response, status: int) -> dict[str, Any]:
@@ -101,19 +88,6 @@ def _report_file(tmp_path: Path) -> Path:
 
 
 # --------------------------------------------------------------------------- 12. PostgreSQL stopped
-@pytest.fixture
-def own_pg() -> Iterator[PgServer]:
-    """A PostgreSQL server of this test's own: it is stopped and started again."""
-    bindir = find_bindir()
-    if bindir is None:
-        pytest.skip(not_installed_reason())
-    server = PgServer(bindir)
-    try:
-        yield server.start()
-    finally:
-        server.stop()
-
-
 def test_postgresql_stopped_is_503_with_one_line_and_a_restart_is_answered(own_pg: PgServer, make_client: Any,
                                                                          logs: pytest.LogCaptureFixture) -> None:
     name = own_pg.new_database()

@@ -32,10 +32,8 @@ from db.store import Store
 from survey.evidence import ingest as ingest_mod
 from survey.evidence.identity import PlatformId
 from survey.evidence.ingest import ingest, record_failure
-from tests import test_api
 from tests.conftest import report_bytes
 
-portal, make_client = test_api.portal, test_api.make_client
 NONE = PlatformId("none:x86_64", "none", None, "x86_64", {})
 ROOT = Path(__file__).resolve().parents[1]
 

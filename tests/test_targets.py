@@ -15,7 +15,7 @@ from db.store import Store
 from survey.core import exitcodes
 from survey.evidence import queries
 from tests.conftest import survey_cli
-from tests.test_api import assert_error, make_client, portal  # noqa: F401 (fixtures)
+from tests.helpers.api import assert_error
 
 
 @pytest.fixture(scope="module")

@@ -1,0 +1,83 @@
+"""The service called as a client calls it: over HTTP (httpx through the ASGI
+transport), the shared error format, the text a person sees in a page. The fixtures
+that make clients (``portal``, ``make_client``, ``client``) are in tests/conftest.py."""
+
+from __future__ import annotations
+
+import functools
+from html.parser import HTMLParser
+from typing import Any
+
+import httpx
+
+TOKEN = "s3cret-token"
+
+
+class Client:
+    """Sync calls into an async httpx client over the app (anyio portal)."""
+
+    def __init__(self, portal: Any, app: Any):
+        self.portal = portal
+        self.http = httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://testserver")
+
+    def request(self, method: str, url: str, **kw: Any) -> httpx.Response:
+        return self.portal.call(functools.partial(self.http.request, method, url, **kw))
+
+    def get(self, url: str, **kw: Any) -> httpx.Response:
+        return self.request("GET", url, **kw)
+
+    def upload(self, body: Any, token: str | None = TOKEN, **kw: Any) -> httpx.Response:
+        headers = dict(kw.pop("headers", {}))
+        if token is not None:
+            headers["Authorization"] = f"Bearer {token}"
+        return self.request("POST", "/runs", content=body, headers=headers, **kw)
+
+
+def assert_error(r: httpx.Response, status: int, code: str, field: str | None = None) -> dict[str, Any]:
+    assert r.status_code == status, r.text
+    assert r.headers["content-type"] == "application/json"
+    body = r.json()
+    assert set(body) == {"error"}
+    err = body["error"]
+    assert set(err) == {"status", "code", "message", "field", "hint"}
+    assert err["status"] == status and err["code"] == code and err["field"] == field, err
+    assert err["message"]
+    return err
+
+
+class Text(HTMLParser):
+    """The text a person sees (entities decoded), and the matrix cells."""
+
+    def __init__(self, html: str):
+        super().__init__()
+        self.parts: list[str] = []
+        self.cells: list[dict[str, Any]] = []
+        self.scripts = 0
+        self._cell: dict[str, Any] | None = None
+        self.feed(html)
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        a = dict(attrs)
+        if tag == "script":
+            self.scripts += 1
+        if tag == "td" and "cell" in (a.get("class") or "").split():
+            self._cell = {"class": (a.get("class") or "").split(), "href": None, "text": "",
+                          "colspan": int(a.get("colspan") or 1), "hrefs": []}
+            self.cells.append(self._cell)
+        if tag == "a" and self._cell is not None:
+            self._cell["hrefs"].append(a.get("href"))
+            if self._cell["href"] is None:
+                self._cell["href"] = a.get("href")
+
+    def handle_endtag(self, tag: str) -> None:
+        if tag == "td":
+            self._cell = None
+
+    def handle_data(self, data: str) -> None:
+        self.parts.append(data)
+        if self._cell is not None:
+            self._cell["text"] += data
+
+    @property
+    def text(self) -> str:
+        return " ".join(" ".join(self.parts).split())
