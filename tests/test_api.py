@@ -35,7 +35,7 @@ from survey.flows.run import ProbeSettings, survey_one
 from survey.verdicts import diff as survey_diff
 from survey.verdicts import matrix as survey_matrix
 from survey.verdicts import modes as survey_verdicts
-from tests.conftest import report_bytes, survey_cli
+from tests.conftest import Clock, report_bytes, survey_cli
 from tests.helpers.api import TOKEN, Client, Text, assert_error
 
 VERSIONS = ("3.6.0", "3.7.1", "3.8.0", "3.9.0")
@@ -548,15 +548,13 @@ def test_diff_errors(client: Client) -> None:
     ("triton-3.9.0", "roctracer", "pcsampling", exitcodes.CANNOT_RUN),  # refused live
 ])
 def test_check_answers_as_survey_check(client: Client, filled_store: Store, target: str, backend: str,
-                                       mode: str | None, exit_code: int) -> None:
+                                       mode: str | None, exit_code: int, clock: Clock) -> None:
     query = f"target={target}&backend={backend}" + (f"&mode={mode}" if mode else "")
     body = client.get(f"/check.json?{query}").json()
     # the CLI's answer from the same stored evidence (--platform: no re-resolving of the candidate here)
     want = check_target(filled_store, target, backend, mode, platform="none:x86_64").as_dict()
     assert body["exit_code"] == want["exit_code"] == exit_code
-    assert body["evidence_age"].endswith("old")
-    assert {k: v for k, v in body.items() if k != "evidence_age"} == \
-        {k: v for k, v in want.items() if k != "evidence_age"}
+    assert body == want  # the evidence's age too: by the one clock, fixed
     assert body["candidate"] == target and body["run_id"] == run_ids(filled_store)[target]
     page = bare(Text(client.get(f"/check?{query}").text).text)
     assert bare(want["reason"]) in page and f"exitcode{exit_code}" in page and want["evidence_date"] in page
@@ -663,15 +661,14 @@ def gpu_store(store: Store) -> Store:
     ("instrumentation", "mma", exitcodes.NOT_ENOUGH_EVIDENCE, "the GELU capture recorded no kernel"),
 ])
 def test_gpu_check(gpu_store: Store, make_client: Any, backend: str, mode: str | None, exit_code: int,
-                   words: str) -> None:
+                   words: str, clock: Clock) -> None:
     c = make_client(gpu_store)
     body = c.get(f"/check.json?target={H200}&backend={backend}" + (f"&mode={mode}" if mode else "")).json()
     want = check_target(gpu_store, H200, backend, mode).as_dict()
     assert body["exit_code"] == want["exit_code"] == exit_code and words in body["reason"]
     # the CLI adds one note: it could not obtain the ingested environment here
     assert want["details"][-1].startswith(f"{H200} cannot be obtained here")
-    assert {k: v for k, v in body.items() if k not in ("evidence_age", "details")} == \
-        {k: v for k, v in want.items() if k not in ("evidence_age", "details")}
+    assert {k: v for k, v in body.items() if k != "details"} == {k: v for k, v in want.items() if k != "details"}
 
 
 def test_gpu_matrix_and_run_page_show_the_captures(gpu_store: Store, make_client: Any) -> None:

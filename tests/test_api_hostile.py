@@ -41,7 +41,7 @@ from survey.evidence.identity import PlatformId
 from survey.evidence.ingest import ingest, record_failure
 from survey.render import table as table_mod
 from survey.verdicts import matrix as survey_matrix
-from tests.conftest import no_traceback, report_bytes, survey_cli
+from tests.conftest import Clock, no_traceback, report_bytes, survey_cli
 from tests.helpers.api import TOKEN, Client, Text, assert_error
 
 # The API fixtures of test_api (an app over a store, called through httpx's ASGI transport).
@@ -874,11 +874,14 @@ def test_what_changes_only_on_ingest_is_cached(client: Client, filled_store: Sto
     assert changed.status_code == 200 and changed.headers["etag"] != tag
 
 
-def test_a_cached_check_still_tells_the_age_of_its_evidence(client: Client) -> None:
+def test_a_cached_check_still_tells_the_age_of_its_evidence(client: Client, clock: Clock) -> None:
     url = "/check.json?target=triton-3.9.0&backend=rocprofiler&mode=pcsampling"
     a = client.get(url).json()
     b = client.get(url).json()
-    assert a == b and re.fullmatch(r"\d+ (day|hour|minute|second)s? old", a["evidence_age"])
+    clock.advance(days=3)  # no new evidence: the same answer, three days older
+    c = client.get(url).json()
+    assert a == b and a["evidence_age"] == "1 day old"
+    assert c == {**a, "evidence_age": "4 days old"}
 
 
 @pytest.mark.parametrize("path", ["/candidates.json", "/check.json?target=triton-3.9.0&backend=cupti", "/matrix.json"])
