@@ -158,20 +158,11 @@ def fake_interpreter(root: Path, fake: Path) -> Path:
 
 
 def pip_venv(*requirements: str):  # -> Resolved
-    """A venv from PyPI built by our own pip launcher, cached in SURVEY_CACHE: built by one
-    process at a time (a lock beside the venvs), so tests in parallel, and test runs
-    sharing the cache, build it once and reuse it."""
-    import fcntl
-
-    from survey.core import paths
+    """A venv from PyPI built by our own pip launcher, cached in SURVEY_CACHE (the launcher
+    builds it in one process at a time: tests in parallel build it once and reuse it)."""
     from survey.environments.launchers.pip import PipLauncher
 
-    launcher = PipLauncher(list(requirements))
-    venvs = paths.root() / "venvs"
-    venvs.mkdir(parents=True, exist_ok=True)
-    with open(venvs / f".{launcher.venv_dir('x').name}.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        return launcher.obtain()
+    return PipLauncher(list(requirements)).obtain()
 
 
 def pypi_venv(version: str):  # -> Resolved

@@ -95,6 +95,55 @@ def test_cli_ingest_invalid_then_duplicate(tmp_path: Path) -> None:
     assert r.returncode == 0 and "already stored as run #1" in r.stdout and "nothing added" in r.stdout
 
 
+def test_surveys_building_one_venv_at_once_build_it_one_at_a_time(tmp_path: Path,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """Two surveys obtaining the same pip spec at once (tests in parallel did): one builds
+    the venv while the other waits, instead of removing it from under the first one's pip.
+    The index (on 127.0.0.1) holds each request until a second one arrives, or 10 s:
+    two requests at once mean two builds at once."""
+    import http.server
+    from concurrent.futures import ThreadPoolExecutor
+
+    from survey.core.errors import Unobtainable
+    from survey.environments.launchers.pip import PipLauncher
+
+    state = {"in_flight": 0, "most": 0}
+    cond = threading.Condition()
+
+    class Index(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:  # noqa: N802
+            with cond:
+                state["in_flight"] += 1
+                state["most"] = max(state["most"], state["in_flight"])
+                cond.notify_all()
+                cond.wait_for(lambda: state["in_flight"] >= 2, timeout=10)
+                state["in_flight"] -= 1
+            self.send_error(404)
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    monkeypatch.setenv("SURVEY_CACHE", str(tmp_path / "cache"))
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Index)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    index = f"http://127.0.0.1:{server.server_address[1]}/simple"
+
+    def obtain(_: int) -> str:
+        try:
+            PipLauncher(["proton-survey-no-such-dist==1.0"], index_url=index, pip_timeout=30).obtain()
+        except Unobtainable as e:
+            return e.message.splitlines()[0]
+        return "obtained"
+
+    try:
+        with ThreadPoolExecutor(2) as pool:
+            got = list(pool.map(obtain, range(2)))
+    finally:
+        server.shutdown()
+    assert state["most"] == 1
+    assert got == ["pip install proton-survey-no-such-dist==1.0 failed:"] * 2, got
+
+
 def test_unobtainable_is_recorded_once_per_error(store) -> None:
     """Real pip failures (nothing listens on port 9 here), stored with their text."""
     from survey.environments.launchers.pip import PipLauncher

@@ -39,16 +39,6 @@ index_url = "http://127.0.0.1:9/simple"
 """
 
 
-@pytest.fixture
-def catalog_venvs() -> None:
-    """The catalog's venvs, built (once, under the lock of tests/envs.py) before a survey
-    reuses them: a survey builds a missing one without a lock."""
-    from tests.envs import pypi_venv
-
-    for v in ("3.7.1", "3.8.0"):
-        pypi_venv(v)
-
-
 def survey(db: str, *args: str, **kw) -> subprocess.CompletedProcess:
     return survey_cli(*args, "--db", db)
 
@@ -59,7 +49,7 @@ def rows(path: Path, sql: str) -> list[tuple]:
 
 
 @pytest.mark.integration
-def test_two_candidate_survey_end_to_end(tmp_path: Path, catalog_venvs: None) -> None:
+def test_two_candidate_survey_end_to_end(tmp_path: Path) -> None:
     cat = tmp_path / "catalog.toml"
     cat.write_text(CATALOG)
     dbfile = tmp_path / "s.db"
@@ -102,7 +92,7 @@ def test_two_candidate_survey_end_to_end(tmp_path: Path, catalog_venvs: None) ->
 
 
 @pytest.mark.integration
-def test_killed_survey_leaves_whole_runs_and_resumes(tmp_path: Path, catalog_venvs: None) -> None:
+def test_killed_survey_leaves_whole_runs_and_resumes(tmp_path: Path) -> None:
     cat = tmp_path / "catalog.toml"
     cat.write_text(CATALOG.split("[[candidate]]\nname = \"unreachable\"")[0])
     dbfile = tmp_path / "k.db"

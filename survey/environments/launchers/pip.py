@@ -2,13 +2,16 @@
 
 The venv is built in place and marked complete only at the end
 (``proton-survey.json``), so a killed survey leaves a venv the next run rebuilds,
-never one it trusts. pip's own download cache is reused across venvs. What was
+never one it trusts. One process at a time looks at a venv and builds it (a lock
+file beside it), so surveys at once build it once instead of removing it from under
+each other. pip's own download cache is reused across venvs. What was
 installed (names, versions, wheel URLs and sha256) comes from pip's installation
 report and is the environment's identity.
 """
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import json
 import os
@@ -135,6 +138,12 @@ class PipLauncher:
                 capture_output=True, text=True, timeout=60,
             ).stdout.strip()
         vdir = self.venv_dir(version)
+        vdir.parent.mkdir(parents=True, exist_ok=True)
+        with open(vdir.parent / f".{vdir.name}.lock", "w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes, or the process ends
+            return self._obtain(base_exe, version, vdir)
+
+    def _obtain(self, base_exe: str, version: str, vdir: Path) -> Resolved:
         marker = vdir / MARKER
         vpy = vdir / "bin" / "python"
         if marker.exists() and vpy.exists():
@@ -148,7 +157,6 @@ class PipLauncher:
         # Build (or rebuild) in place; the marker is written last.
         if vdir.exists():
             shutil.rmtree(vdir)
-        vdir.parent.mkdir(parents=True, exist_ok=True)
         proc = subprocess.run([base_exe, "-m", "venv", "--without-pip", str(vdir)], capture_output=True, text=True)
         if proc.returncode != 0:
             raise Unobtainable(f"could not create a venv with {base_exe}:\n{_tail(proc.stderr)}")
