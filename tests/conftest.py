@@ -109,6 +109,25 @@ def client(filled_store: Store, make_client: Any) -> Any:
     return make_client(filled_store, token=TOKEN)
 
 
+def wait_until_serving(proc: Any, base: str, log: Path, timeout: float = 90) -> None:
+    """Wait until the ``survey serve`` process ``proc`` answers ``base``/healthz; fail, with
+    its log, when it exits first or never answers within ``timeout`` s."""
+    import time
+
+    import httpx
+
+    deadline = time.monotonic() + timeout
+    while True:
+        assert proc.poll() is None, log.read_text()
+        try:
+            if httpx.get(f"{base}/healthz", timeout=2).status_code == 200:
+                return
+        except httpx.TransportError:
+            pass
+        assert time.monotonic() < deadline, log.read_text()
+        time.sleep(0.2)
+
+
 def report_bytes(name: str) -> bytes:
     """A real probe report from tests/fixtures/reports (see its README)."""
     return (REPORTS / name).read_bytes()

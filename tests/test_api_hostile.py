@@ -41,7 +41,7 @@ from survey.evidence.identity import PlatformId
 from survey.evidence.ingest import ingest, record_failure
 from survey.render import table as table_mod
 from survey.verdicts import matrix as survey_matrix
-from tests.conftest import Clock, no_traceback, report_bytes, survey_cli
+from tests.conftest import Clock, no_traceback, report_bytes, survey_cli, wait_until_serving
 from tests.helpers.api import TOKEN, Client, Text, assert_error
 
 # The API fixtures of test_api (an app over a store, called through httpx's ASGI transport).
@@ -779,16 +779,7 @@ def test_serve_with_workers_answers_what_the_store_holds_from_every_worker(fille
                                  "--workers", "2"], stdout=out, stderr=subprocess.STDOUT,
                                 env={**os.environ, "SURVEY_TOKEN": TOKEN}, start_new_session=True)
     try:
-        deadline = time.monotonic() + 90
-        while True:
-            assert proc.poll() is None, log.read_text()
-            try:
-                if httpx.get(f"{base}/healthz", timeout=2).status_code == 200:
-                    break
-            except httpx.TransportError:
-                pass
-            assert time.monotonic() < deadline, log.read_text()
-            time.sleep(0.3)
+        wait_until_serving(proc, base, log)
         children = Path(f"/proc/{proc.pid}/task/{proc.pid}/children").read_text().split()
         workers = [c for c in children if b"resource_tracker" not in Path(f"/proc/{c}/cmdline").read_bytes()]
         assert len(workers) == 2, (children, log.read_text())

@@ -21,6 +21,7 @@ import httpx
 import pytest
 
 from db.store import Store
+from tests.conftest import wait_until_serving
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -39,16 +40,7 @@ class Served:
             self.proc = subprocess.Popen([sys.executable, "-m", "survey", "serve", "--db", db, "--port",
                                           str(self.port), *args], cwd=ROOT, stdout=out, stderr=subprocess.STDOUT,
                                          start_new_session=True)
-        deadline = time.monotonic() + 60
-        while True:
-            assert self.proc.poll() is None, log.read_text()
-            try:
-                if httpx.get(f"http://127.0.0.1:{self.port}/healthz", timeout=2).status_code == 200:
-                    break
-            except httpx.TransportError:
-                pass
-            assert time.monotonic() < deadline, log.read_text()
-            time.sleep(0.2)
+        wait_until_serving(self.proc, f"http://127.0.0.1:{self.port}", log)
 
     def connect(self) -> socket.socket:
         return socket.create_connection(("127.0.0.1", self.port), timeout=10)
