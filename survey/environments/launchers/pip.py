@@ -3,7 +3,7 @@
 The venv is built in place and marked complete only at the end
 (``proton-survey.json``), so a killed survey leaves a venv the next run rebuilds,
 never one it trusts. One process at a time looks at a venv and builds it (a lock
-file beside it), so surveys at once build it once instead of removing it from under
+file in the cache's locks/), so surveys at once build it once instead of removing it from under
 each other. pip's own download cache is reused across venvs. What was
 installed (names, versions, wheel URLs and sha256) comes from pip's installation
 report and is the environment's identity.
@@ -139,7 +139,9 @@ class PipLauncher:
             ).stdout.strip()
         vdir = self.venv_dir(version)
         vdir.parent.mkdir(parents=True, exist_ok=True)
-        with open(vdir.parent / f".{vdir.name}.lock", "w") as lock:
+        locks = cache.root() / "locks"  # not among the venvs: everything there is a venv
+        locks.mkdir(exist_ok=True)
+        with open(locks / f"{vdir.name}.lock", "w") as lock:
             fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes, or the process ends
             return self._obtain(base_exe, version, vdir)
 
