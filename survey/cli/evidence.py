@@ -102,7 +102,8 @@ def probe(
 
 @app.command("ingest")
 def ingest_cmd(
-    reports: Annotated[list[Path], typer.Argument(help="probe report JSON files")],
+    reports: Annotated[list[Path], typer.Argument(
+        help="probe report JSON files, or directories of them (their *.json files)")],
     candidate: Annotated[Optional[str], typer.Option(
         help="file it under this candidate: a catalog name publishes it (the report must have measured what the "
              "entry pins), a stored name adds to it, a new name needs --new; default: a name from its origin")] = None,
@@ -114,35 +115,50 @@ def ingest_cmd(
     = None,
     db: DbOpt = None,
 ) -> None:
-    """Store reports produced elsewhere (a GPU host, a CI job), each on the platform it ran on."""
+    """Store reports produced elsewhere (a GPU host, a CI job), each on the platform it ran on. Every report is
+    read and checked before anything is stored; many are stored in batches of 500, one transaction each."""
     from survey.environments import catalog as catalog_mod
-    from survey.evidence.ingest import validate
-    from survey.flows.filing import file_report
+    from survey.evidence.ingest import IngestResult, identify
+    from survey.flows.filing import file_reports
 
     cat = catalog_mod.load(catalog)
 
-    payloads = []
+    paths: list[Path] = []
     for path in reports:
+        if path.is_dir():
+            found = sorted(p for p in path.glob("*.json") if p.is_file())
+            if not found:
+                raise InputError(f"{path}: a directory with no *.json report in it", hint="nothing was stored")
+            paths += found
+        else:
+            paths.append(path)
+    idents = []
+    for path in paths:
         try:
             raw = path.read_bytes()
         except OSError as e:
             raise InputError(f"{path}: {e.strerror}")
         try:
-            validate(raw)
+            idents.append(identify(raw))
         except InputError as e:
             raise type(e)(f"{path}: {e.message}", field=e.field, hint="nothing was stored")
-        payloads.append((path, raw))
     store = open_store(db)
-    for path, raw in payloads:
-        with store.session() as s:
-            res = file_report(s, raw, candidate=candidate, label=label, new=new, catalog=cat, source="ingest")
-        if res.created:
-            out.print(terminal(f"{path}: stored as run #{res.run_id} (candidate {res.candidate})"), markup=False)
-        elif res.note:
-            out.print(terminal(f"{path}: {res.note}"), markup=False)
-        else:
-            out.print(terminal(f"{path}: already stored as run #{res.run_id} (candidate {res.candidate}); "
-                               "nothing added"), markup=False)
+    shown = iter(paths)
+
+    def said(results: list[IngestResult]) -> None:
+        for res in results:
+            path = next(shown)
+            if res.created:
+                out.print(terminal(f"{path}: stored as run #{res.run_id} (candidate {res.candidate})"), markup=False)
+            elif res.note:
+                out.print(terminal(f"{path}: {res.note}"), markup=False)
+            else:
+                out.print(terminal(f"{path}: already stored as run #{res.run_id} (candidate {res.candidate}); "
+                                   "nothing added"), markup=False)
+
+    with store.session() as s:
+        file_reports(s, idents, candidate=candidate, label=label, new=new, catalog=cat, source="ingest",
+                     on_batch=said)
 
 
 @app.command()

@@ -27,10 +27,11 @@ from __future__ import annotations
 import datetime as dt
 import hashlib
 import sqlite3
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import BigInteger, Connection, func, select, text, update
+from sqlalchemy import BigInteger, Connection, func, insert, select, text, update
 from sqlalchemy import String as SqlString
 from sqlalchemy import cast as sql_cast
 from sqlalchemy.exc import IntegrityError, OperationalError
@@ -79,6 +80,27 @@ def validate(raw: bytes | str) -> tuple[Report, dict[str, Any], str]:
     except ReportError as e:
         raise InvalidReport(str(e), field=e.field) from e
     return report, data, hashlib.sha256(canonical_json(data)).hexdigest()
+
+
+@dataclass(frozen=True)
+class Identified:
+    """A report read and identified, before anything is written (ingest is parse ->
+    identify -> write): the model, its canonical JSON (exactly the text that was
+    validated and hashed), that hash, and the environment and platform it files under
+    (``survey/evidence/identity.py``: derived from the report alone)."""
+
+    report: Report
+    text: str
+    digest: str
+    environment: identity.EnvironmentId
+    platform: identity.PlatformId
+
+
+def identify(raw: bytes | str) -> Identified:
+    """Parse, validate and identify one report (:class:`InvalidReport` when it is not one)."""
+    report, data, digest = validate(raw)
+    return Identified(report, canonical_json(data).decode("utf-8"), digest, identity.environment_of(report),
+                      identity.platform_of(report))
 
 
 def default_candidate_name(report: Report) -> str:
@@ -172,15 +194,16 @@ def platform_row(s: Session, p: identity.PlatformId) -> m.Platform:
     return row
 
 
-def environment_row(s: Session, report: Report) -> m.Environment:
-    env = identity.environment_of(report)
+def environment_row(s: Session, ident: Identified) -> m.Environment:
+    env = ident.environment
     row = s.scalar(select(m.Environment).where(m.Environment.identity == env.identity))
     if row is None:
+        triton = ident.report.environment.triton
         digest = env.doc.get("digest") or env.doc.get("image_id") if env.kind == "image" else None
         row = m.Environment(
             identity=env.identity, kind=env.kind, label=env.label[:widths.LABEL], resolved=env.doc,
-            image_digest=digest, triton_distribution=report.environment.triton.distribution,
-            triton_version=report.environment.triton.version, created_at=clock.now(),
+            image_digest=digest, triton_distribution=triton.distribution, triton_version=triton.version,
+            created_at=clock.now(),
         )
         s.add(row)
         s.flush()
@@ -226,23 +249,39 @@ def _text(value: Any) -> Any:
     return value
 
 
-def _store_rows(s: Session, run: m.Run, report: Report) -> None:
+def _child_rows(run_id: int, report: Report) -> dict[Any, list[dict[str, Any]]]:
+    """The normalised rows of one report, as plain values for one ``INSERT`` per table."""
+    modes = []
     for e in report.modes:
         data = _text(e.model_dump())
-        s.add(m.ModeRow(run_id=run.id, **{c: data[c] for c in _MODE_COLUMNS}))
-    for lib in report.libraries:
-        s.add(m.LibraryRow(run_id=run.id, name=_text(lib.name), backends=_text(lib.backends), loads=lib.loads,
-                           error=_text(lib.error), versioned_only=lib.versioned_only, fix=_text(lib.fix),
-                           candidates=_text([c.model_dump() for c in lib.candidates])))
-    for c in report.captures:
-        s.add(m.CaptureRow(
-            run_id=run.id, backend=_text(c.backend), mode=_text(c.mode), outcome=c.outcome, exit_code=c.exit_code,
-            message=_text(c.message), max_abs_err=c.max_abs_err, loop_s=c.loop_s, duration_s=c.duration_s,
-            kernel_count=c.kernel_count, gpu_time_ns=c.gpu_time_ns, top_kernel=_text(c.top_kernel),
-            top_kernel_time_ns=c.top_kernel_time_ns,
-            artifact_sha256=c.artifact.sha256 if c.artifact else None,
-            artifact_bytes=c.artifact.bytes if c.artifact else None,
-        ))
+        modes.append({"run_id": run_id, **{c: data[c] for c in _MODE_COLUMNS}})
+    libraries = [{"run_id": run_id, "name": _text(lib.name), "backends": _text(lib.backends), "loads": lib.loads,
+                  "error": _text(lib.error), "versioned_only": lib.versioned_only, "fix": _text(lib.fix),
+                  "candidates": _text([c.model_dump() for c in lib.candidates])} for lib in report.libraries]
+    captures = [{
+        "run_id": run_id, "backend": _text(c.backend), "mode": _text(c.mode), "outcome": c.outcome,
+        "exit_code": c.exit_code, "message": _text(c.message), "max_abs_err": c.max_abs_err, "loop_s": c.loop_s,
+        "duration_s": c.duration_s, "kernel_count": c.kernel_count, "gpu_time_ns": c.gpu_time_ns,
+        "top_kernel": _text(c.top_kernel), "top_kernel_time_ns": c.top_kernel_time_ns,
+        "artifact_sha256": c.artifact.sha256 if c.artifact else None,
+        "artifact_bytes": c.artifact.bytes if c.artifact else None,
+    } for c in report.captures]
+    return {m.ModeRow: modes, m.LibraryRow: libraries, m.CaptureRow: captures}
+
+
+def _store_children(s: Session, written: list[tuple[m.Run, Identified]]) -> None:
+    """The report text and the normalised rows of runs just added: one ``INSERT`` (of
+    many rows) per table, whatever the number of runs."""
+    conn = s.connection()  # Core executemany: the ORM's bulk path splits rows by which JSON values are null
+    conn.execute(insert(m.Base.metadata.tables["reports"]), [{"run_id": run.id, "body": m.compress(ident.text),
+                                               "sha256": ident.digest} for run, ident in written])
+    tables: dict[Any, list[dict[str, Any]]] = {m.ModeRow: [], m.LibraryRow: [], m.CaptureRow: []}
+    for run, ident in written:
+        for model, rows in _child_rows(run.id, ident.report).items():
+            tables[model] += rows
+    for model, rows in tables.items():
+        if rows:
+            conn.execute(insert(m.Base.metadata.tables[model.__tablename__]), rows)
 
 
 def _existing(s: Session, digest: str, name: str) -> IngestResult | None:
@@ -276,49 +315,25 @@ def ingest(
     ``unless_unchanged``: store nothing when this candidate already has a complete run
     of the same environment on the same platform by the same probe version (decided
     under the write lock, so two surveys at once store one run)."""
-    report, data, digest = validate(raw)
-    if resolved is not None and report.origin is None:
+    ident = identify(raw)
+    if resolved is not None and ident.report.origin is None:
         raise InvalidReport("a report from a launcher must carry its origin", field="origin")
-    name = check_name(candidate) if candidate else default_candidate_name(report)
-    if label is not None and names.problem(label, "label", names.MAX_LABEL):
-        raise InvalidReport(f"label: {names.problem(label, 'label', names.MAX_LABEL)}", field="label")
-    text = canonical_json(data).decode("utf-8")
-    platform = identity.platform_of(report)
+    filing = filing_of(ident, candidate=candidate, label=label, kind=kind, spec=spec, position=position, scope=scope)
+    name = filing.name
     for attempt in range(RETRIES):
         try:
             bump_matrix_version(s)  # first: the write lock (rolled back with the rest if nothing is added)
-            existing = _existing(s, digest, name)
+            existing = _existing(s, ident.digest, name)
             if existing is not None:
                 s.rollback()
                 return existing
             if unless_unchanged:
-                prior = find_unchanged(s, name, identity.environment_of(report).identity, report.probe.version,
-                                       platform.key)
+                prior = find_unchanged(s, name, ident.environment.identity, ident.report.probe.version,
+                                       ident.platform.key)
                 if prior is not None:
                     s.rollback()
                     return IngestResult(prior.id, False, name, f"unchanged since run #{prior.id}", unchanged=True)
-            cand = upsert_candidate(s, name, label=label, kind=kind, spec=spec, position=position,
-                                    update_kind=spec is not None, scope=scope)
-            check_matches_candidate(cand, report)
-            envrow = environment_row(s, report)
-            prow = platform_row(s, platform)
-            env = report.environment
-            run = m.Run(
-                candidate=cand, environment=envrow, platform=prow, platform_detail=platform.detail,
-                status="complete", source=source,
-                started_at=_parse_time(report.probe.started_at),
-                finished_at=_parse_time(report.probe.finished_at) or clock.now(),
-                host=names.derived(env.platform.hostname, widths.HOST) if env.platform.hostname else None,
-                probe_version=report.probe.version[:widths.PROBE_VERSION], schema_version=report.schema_version,
-                report_hash=digest,
-                triton_version=(env.triton.version or None) and env.triton.version[:widths.TRITON_VERSION],
-                image_digest=envrow.image_digest, profilers=report.registry.profilers,
-                cli_backends=report.registry.cli_backends,
-            )
-            s.add(run)
-            s.flush()
-            s.add(m.Report(run_id=run.id, raw=text, sha256=digest))
-            _store_rows(s, run, report)
+            run = _write(s, ident, filing, source, {})
             s.commit()
             return IngestResult(run.id, True, name)
         except (IntegrityError, OperationalError) as e:
@@ -331,6 +346,167 @@ def ingest(
             s.rollback()
             raise
     raise AssertionError("unreachable")  # pragma: no cover
+
+
+def check_label(label: str | None) -> None:
+    if label is not None and names.problem(label, "label", names.MAX_LABEL):
+        raise InvalidReport(f"label: {names.problem(label, 'label', names.MAX_LABEL)}", field="label")
+
+
+@dataclass(frozen=True)
+class Filing:
+    """Under which candidate a report is stored, and what that candidate row says
+    (:func:`filing_of` checks the name and label)."""
+
+    name: str
+    label: str | None = None
+    kind: str = "ingested"
+    spec: dict[str, Any] | None = None
+    position: int | None = None
+    scope: str | None = None
+
+
+def filing_of(ident: Identified, *, candidate: str | None = None, label: str | None = None, kind: str = "ingested",
+              spec: dict[str, Any] | None = None, position: int | None = None,
+              scope: str | None = None) -> Filing:
+    """The filing of one report: under ``candidate`` (a valid name), else under a name
+    derived from its origin (:func:`default_candidate_name`)."""
+    name = check_name(candidate) if candidate else default_candidate_name(ident.report)
+    check_label(label)
+    return Filing(name, label, kind, spec, position, scope)
+
+
+def _write(s: Session, ident: Identified, filing: Filing, source: str, rows: dict[Any, Any]) -> m.Run:
+    """Add the run of one identified report, its report text and its normalised rows
+    (no commit)."""
+    run = _new_run(s, ident, filing, source, rows)
+    s.flush()
+    _store_children(s, [(run, ident)])
+    slot_moved(s, run, rows)
+    return run
+
+
+def _new_run(s: Session, ident: Identified, filing: Filing, source: str, rows: dict[Any, Any]) -> m.Run:
+    """The run row of one identified report, added to the session (its id comes with the
+    next flush). ``rows``: candidate, environment and platform rows already found in this
+    transaction, by key (a batch finds each once)."""
+    report = ident.report
+    cand = rows.get(("c", filing.name))
+    if cand is None:
+        cand = rows[("c", filing.name)] = upsert_candidate(
+            s, filing.name, label=filing.label, kind=filing.kind, spec=filing.spec, position=filing.position,
+            update_kind=filing.spec is not None, scope=filing.scope)
+        s.flush()
+    check_matches_candidate(cand, report)
+    envrow = rows.get(("e", ident.environment.identity))
+    if envrow is None:
+        envrow = rows[("e", ident.environment.identity)] = environment_row(s, ident)
+    prow = rows.get(("p", ident.platform.key))
+    if prow is None:
+        prow = rows[("p", ident.platform.key)] = platform_row(s, ident.platform)
+    env = report.environment
+    run = m.Run(
+        candidate_id=cand.id, environment_id=envrow.id, platform_id=prow.id, platform_detail=ident.platform.detail,
+        status="complete", source=source,
+        started_at=_parse_time(report.probe.started_at),
+        finished_at=_parse_time(report.probe.finished_at) or clock.now(),
+        host=names.derived(env.platform.hostname, widths.HOST) if env.platform.hostname else None,
+        probe_version=report.probe.version[:widths.PROBE_VERSION], schema_version=report.schema_version,
+        report_hash=ident.digest,
+        triton_version=(env.triton.version or None) and env.triton.version[:widths.TRITON_VERSION],
+        image_digest=envrow.image_digest, profilers=report.registry.profilers,
+        cli_backends=report.registry.cli_backends,
+    )
+    s.add(run)
+    return run
+
+
+def slot_moved(s: Session, run: m.Run, rows: dict[Any, Any] | None = None) -> None:
+    """The new run is its (candidate, platform)'s latest run (and, complete, its latest
+    complete run): the ``slots`` row says so, in the run's own transaction."""
+    key = ("s", run.candidate_id, run.platform_id)
+    slot = rows.get(key) if rows is not None else None
+    if slot is None:
+        where = m.Slot.platform_id == run.platform_id if run.platform_id is not None else m.Slot.platform_id.is_(None)
+        slot = s.scalar(select(m.Slot).where(m.Slot.candidate_id == run.candidate_id, where))
+    if slot is None:
+        slot = m.Slot(candidate_id=run.candidate_id, platform_id=run.platform_id, last_run_id=run.id,
+                      complete_run_id=run.id if run.status == "complete" else None)
+        s.add(slot)
+    else:
+        slot.last_run_id = run.id
+        if run.status == "complete":
+            slot.complete_run_id = run.id
+    if rows is not None:
+        rows[key] = slot
+
+
+BATCH = 500  # reports per transaction of a bulk ingest
+
+
+def ingest_many(s: Session, items: list[tuple[Identified, Filing]], *, source: str = "ingest",
+                batch: int = BATCH, on_batch: Callable[[list[IngestResult]], None] | None = None,
+                ) -> list[IngestResult]:
+    """Store many identified reports (:func:`identify`, all of them read before anything
+    is written), ``batch`` per transaction, each transaction moving the matrix version
+    once. A report already stored (or twice in ``items``) adds nothing, as in
+    :func:`ingest`; a failure rolls back its own batch only, earlier batches stay stored."""
+    out: list[IngestResult] = []
+    for first in range(0, len(items), batch):
+        chunk = items[first:first + batch]
+        for attempt in range(RETRIES):
+            try:
+                done = _ingest_batch(s, chunk, source)
+            except (IntegrityError, OperationalError) as e:
+                s.rollback()
+                if attempt == RETRIES - 1 or (isinstance(e, OperationalError) and "locked" not in str(e)):
+                    raise
+                continue
+            except BaseException:
+                s.rollback()
+                raise
+            out.extend(done)
+            if on_batch is not None:
+                on_batch(done)
+            break
+    return out
+
+
+def _ingest_batch(s: Session, chunk: list[tuple[Identified, Filing]], source: str) -> list[IngestResult]:
+    bump_matrix_version(s)  # once for the batch: the write lock, as in ingest()
+    stored: dict[str | None, int] = {digest: run_id for digest, run_id in s.execute(
+        select(m.Run.report_hash, m.Run.id).where(m.Run.report_hash.in_({i.digest for i, _ in chunk})))}
+    results: list[IngestResult] = []
+    rows: dict[Any, Any] = {}
+    written: list[tuple[m.Run, Identified]] = []
+    pending: set[str] = set()
+    with s.no_autoflush:  # the runs go in together, at the flush below
+        for ident, filing in chunk:
+            if ident.digest in stored or ident.digest in pending:
+                results.append(IngestResult(-1, False, filing.name))  # its run id once the batch is flushed
+                continue
+            pending.add(ident.digest)
+            written.append((_new_run(s, ident, filing, source, rows), ident))
+            results.append(IngestResult(-1, True, filing.name))
+    s.flush()  # every run of the batch, and their ids
+    if written:
+        _store_children(s, written)
+    for run, _ident in written:
+        slot_moved(s, run, rows)
+    stored.update({ident.digest: run.id for run, ident in written})
+    for i, (ident, filing) in enumerate(chunk):
+        res = results[i]
+        if res.created:
+            res.run_id = stored[ident.digest]
+        else:
+            results[i] = _existing(s, ident.digest, filing.name) or IngestResult(stored[ident.digest], False,
+                                                                                  filing.name)
+    added = len(written)
+    if added:
+        s.commit()
+    else:
+        s.rollback()
+    return results
 
 
 def record_failure(
@@ -372,6 +548,7 @@ def record_failure(
                         source="survey", finished_at=now, last_tried_at=now, tries=1, error=error, error_key=key)
             s.add(run)
             s.flush()
+            slot_moved(s, run)
             s.commit()
             return run.id, True
         except IntegrityError:

@@ -13,6 +13,7 @@ import copy
 import functools
 import hashlib
 import json
+import re
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
@@ -423,10 +424,17 @@ def decode_text(raw: bytes | str) -> str:
         raise ReportError(f"not UTF-8 at byte {e.start}{hint}; a probe report is UTF-8 JSON") from e
 
 
-def check_values(data: Any) -> None:
+_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
+
+
+def check_values(data: Any, text: str | None = None) -> None:
     """Refuse what JSON allows but no store or page can hold: nesting deeper than
     MAX_DEPTH, integers beyond +-(2**53-1), lone surrogates and NUL in strings.
-    Iterative, so a hostile depth cannot exhaust the stack."""
+    Iterative, so a hostile depth cannot exhaust the stack. ``text``: the JSON ``data``
+    was read from; when it holds no surrogate, raw or escaped, only the depth is
+    walked (the full walk then names what is wrong)."""
+    if text is not None and _SURROGATE_ESCAPE.search(text) is None and _encodes(text) and _shallow(data):
+        return
     stack: list[tuple[Any, tuple[str, ...]]] = [(data, ())]
     while stack:
         value, path = stack.pop()
@@ -440,6 +448,30 @@ def check_values(data: Any) -> None:
             stack.extend((v, path + (str(i),)) for i, v in enumerate(value))
         elif isinstance(value, str):
             _check_string(value, path)
+
+
+def _encodes(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def _shallow(data: Any) -> bool:
+    """No container nested deeper than MAX_DEPTH."""
+    stack: list[tuple[Any, int]] = [(data, 0)]
+    while stack:
+        value, depth = stack.pop()
+        if isinstance(value, dict):
+            if depth >= MAX_DEPTH:
+                return False
+            stack.extend((v, depth + 1) for v in value.values() if isinstance(v, (dict, list)))
+        elif isinstance(value, list):
+            if depth >= MAX_DEPTH:
+                return False
+            stack.extend((v, depth + 1) for v in value if isinstance(v, (dict, list)))
+    return True
 
 
 def _check_string(text: str, path: tuple[str, ...]) -> None:
@@ -463,7 +495,7 @@ def parse_report(raw: bytes | str) -> tuple[Report, dict[str, Any]]:
         raise ReportError(f"not JSON: {e}") from e
     if not isinstance(data, dict):
         raise ReportError("a probe report is a JSON object", field="(root)")
-    check_values(data)
+    check_values(data, text)
     version = data.get("schema_version")
     if version not in READABLE_VERSIONS or isinstance(version, bool):
         raise ReportError(

@@ -16,17 +16,20 @@ The rules that keep a published row the catalog's:
 from __future__ import annotations
 
 import difflib
+from collections.abc import Callable
+from typing import Any
 
 from sqlalchemy.orm import Session
 
 from survey.core.errors import UsageProblem
 from survey.environments.catalog import Catalog
 from survey.evidence import queries
-from survey.evidence.ingest import IngestResult, ingest
+from survey.evidence.ingest import Identified, IngestResult, filing_of, ingest, ingest_many
 
 
-def file_report(s: Session, raw: bytes | str, *, candidate: str | None, label: str | None, new: bool,
-                catalog: Catalog, source: str) -> IngestResult:
+def _filing_args(s: Session, candidate: str | None, label: str | None, new: bool,
+                 catalog: Catalog) -> dict[str, Any]:
+    """The candidate arguments of ``ingest`` for a report filed under ``candidate`` (the rules above)."""
     if candidate is not None:
         entry = catalog.get(candidate)
         if entry is not None:
@@ -34,13 +37,27 @@ def file_report(s: Session, raw: bytes | str, *, candidate: str | None, label: s
                 raise UsageProblem(f"label: {candidate!r} is a catalog candidate, whose label comes from the catalog "
                                    f"({entry.display_label!r})", field="label",
                                    hint="leave the label out, or file the report under a candidate of your own")
-            return ingest(s, raw, candidate=entry.name, label=entry.display_label, kind=entry.kind,
-                          spec=entry.spec(), position=catalog.names().index(entry.name), source=source,
-                          scope="catalog")
+            return {"candidate": entry.name, "label": entry.display_label, "kind": entry.kind, "spec": entry.spec(),
+                    "position": catalog.names().index(entry.name), "scope": "catalog"}
         if not new and queries.find_candidate(s, candidate) is None:
             known = catalog.names() + [c.name for c in queries.candidates(s)]
             near = difflib.get_close_matches(candidate, known, n=1)
             guess = f"; did you mean {near[0]!r}?" if near else ""
             raise UsageProblem(f"no candidate {candidate!r} in the catalog or the store{guess}", field="candidate",
                                hint="to file it under a new candidate of that name, add --new")
-    return ingest(s, raw, candidate=candidate, label=label, source=source)
+    return {"candidate": candidate, "label": label}
+
+
+def file_report(s: Session, raw: bytes | str, *, candidate: str | None, label: str | None, new: bool,
+                catalog: Catalog, source: str) -> IngestResult:
+    return ingest(s, raw, source=source, **_filing_args(s, candidate, label, new, catalog))
+
+
+def file_reports(s: Session, idents: list[Identified], *, candidate: str | None, label: str | None, new: bool,
+                 catalog: Catalog, source: str,
+                 on_batch: Callable[[list[IngestResult]], None] | None = None) -> list[IngestResult]:
+    """Many reports, read and identified already, filed as :func:`file_report` files one,
+    in batched transactions (``survey.evidence.ingest.ingest_many``)."""
+    args = _filing_args(s, candidate, label, new, catalog)
+    items = [(ident, filing_of(ident, **args)) for ident in idents]
+    return ingest_many(s, items, source=source, on_batch=on_batch)
