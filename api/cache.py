@@ -28,6 +28,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from db.store import Store
+from survey.core.sizes import approx_bytes
 from survey.evidence.ingest import matrix_version
 
 IfNoneMatch = Annotated[str | None, Header(description="an ETag of an earlier answer: 304 if unchanged")]
@@ -67,14 +68,17 @@ def etag_matches(if_none_match: str | None, etag: str) -> bool:
 
 
 class MatrixCache:
-    """Rendered bodies keyed by (version, key); bounded, cleared when the version moves."""
+    """Rendered bodies (and the rows they are made of) keyed by (version, key); at most
+    ``max_bytes`` of them (:func:`survey.core.sizes.approx_bytes`), the least recently
+    used going first; cleared when the version moves."""
 
-    def __init__(self, store: Store, max_entries: int = 256):
+    def __init__(self, store: Store, max_bytes: int = 64 * 2**20):
         self.store = store
-        self.max_entries = max_entries
+        self.max_bytes = max_bytes
+        self.bytes = 0
         self._lock = threading.Lock()
         self._version: str | None = None
-        self._entries: OrderedDict[Hashable, Any] = OrderedDict()
+        self._entries: OrderedDict[Hashable, tuple[Any, int]] = OrderedDict()
         self.inflight: dict[Hashable, asyncio.Future[Any]] = {}  # (version, key) being computed (event loop only)
         self._raw: sqlite3.Connection | None = None
         self._raw_lock = threading.Lock()
@@ -100,6 +104,7 @@ class MatrixCache:
         with self._lock:
             self.epoch += 1
             self._entries.clear()
+            self.bytes = 0
             self._version = None
         with self._raw_lock:
             if self._raw is not None:
@@ -133,10 +138,11 @@ class MatrixCache:
         with self._lock:
             if version != self._version:
                 return None
-            entry = self._entries.get(key)
-            if entry is not None:
-                self._entries.move_to_end(key)
-            return entry
+            found = self._entries.get(key)
+            if found is None:
+                return None
+            self._entries.move_to_end(key)
+            return found[0]
 
     def put(self, version: str, key: Hashable, entry: Any, epoch: int | None = None) -> None:
         with self._lock:
@@ -144,11 +150,19 @@ class MatrixCache:
                 return  # computed from the store before it was reopened
             if version != self._version:
                 self._entries.clear()
+                self.bytes = 0
                 self._version = version
-            self._entries[key] = entry
-            self._entries.move_to_end(key)
-            while len(self._entries) > self.max_entries:
-                self._entries.popitem(last=False)
+            old = self._entries.pop(key, None)
+            if old is not None:
+                self.bytes -= old[1]
+            size = approx_bytes(entry) + approx_bytes(key)
+            if size > self.max_bytes:
+                return  # answered, not kept
+            self._entries[key] = (entry, size)
+            self.bytes += size
+            while self.bytes > self.max_bytes:
+                _, (_, dropped) = self._entries.popitem(last=False)
+                self.bytes -= dropped
 
 
 # ------------------------------------------------------------------ in views

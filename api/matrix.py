@@ -72,7 +72,7 @@ def matrix_rows(s: Session, filters: dict[str, str | None], scope: str = "catalo
 
 def stored_platforms(store: Store) -> list[str]:
     with store.session() as s:
-        return sorted({slot.platform_key for slot in queries.slots(s, checks=False) if slot.platform_key})
+        return queries.platform_keys(s)
 
 
 def stored_names(store: Store) -> list[str]:

@@ -11,7 +11,7 @@ import datetime as dt
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from sqlalchemy import func, select
+from sqlalchemy import false, func, select
 from sqlalchemy.orm import Session, selectinload
 
 from db import models as m
@@ -81,39 +81,100 @@ class Slot:
         return platform_label(p.vendor, p.model, p.arch)
 
 
-def slots(s: Session, scope: str = "all", candidate: str | None = None, checks: bool = True) -> list[Slot]:
+def _slot_query(s: Session, scope: str, candidate: str | None, platform: str | None):  # type: ignore[no-untyped-def]
+    """(candidate id, slot id or None) in matrix order: catalog order, then platform key
+    (code points on every store); a candidate with no run has one row without a slot."""
+    key = m.Platform.key
+    if s.get_bind().dialect.name == "postgresql":
+        key = key.collate("C")  # type: ignore[assignment]
+    q = (select(m.Candidate.id, m.Slot.id)
+         .outerjoin(m.Slot, m.Slot.candidate_id == m.Candidate.id)
+         .outerjoin(m.Platform, m.Platform.id == m.Slot.platform_id))
+    if scope == "catalog":
+        q = q.where(m.Candidate.scope == "catalog")
+    if candidate is not None:
+        q = q.where(m.Candidate.name == candidate) if "\x00" not in candidate else q.where(false())
+    if platform is not None:
+        q = q.where(m.Platform.key == platform)
+    return q.order_by(m.Candidate.position, m.Candidate.id, func.coalesce(key, ""))
+
+
+def count_slots(s: Session, scope: str = "all", candidate: str | None = None, platform: str | None = None) -> int:
+    """How many slots :func:`slots` gives for these arguments (one counting query)."""
+    q = _slot_query(s, scope, candidate, platform).order_by(None).subquery()
+    return int(s.scalar(select(func.count()).select_from(q)) or 0)
+
+
+def slots(s: Session, scope: str = "all", candidate: str | None = None, checks: bool = True, *,
+          platform: str | None = None, start: int = 0, size: int | None = None) -> list[Slot]:
     """Every (candidate, platform) with evidence, in catalog order then platform key;
     a candidate with no run at all gives one slot without a platform. ``checks=False``:
     the runs come without their checks, captures and libraries loaded (read them
-    through ``survey.verdicts.matrix.run_cells``)."""
-    cands = candidates(s, scope)
-    if candidate is not None:
-        cands = [c for c in cands if c.name == candidate]
-    ids = [c.id for c in cands]
-    if not ids:
+    through ``survey.verdicts.matrix.run_cells``). ``platform``: only that platform's
+    slots; ``start``, ``size``: only those slots of the order (a page reads its own).
+    Every slot of a scope is read once per Session (kept in ``Session.info``: a Session
+    is one command or one request), whoever asks."""
+    whole = size is None and not start
+    memo = s.info.setdefault(_SLOTS, {})
+    if whole:
+        for have in ((scope, candidate, platform, True), (scope, candidate, platform, checks)) + (
+                (("all", candidate, platform, True), ("all", candidate, platform, checks)) if scope == "catalog"
+                else ()):
+            if have in memo:
+                return [sl for sl in memo[have] if scope != "catalog" or sl.candidate.scope == "catalog"]
+    out = _read_slots(s, scope, candidate, checks, platform, start, size)
+    if whole:
+        memo[(scope, candidate, platform, checks)] = out
+    return list(out)
+
+
+_SLOTS = "proton-survey.evidence.slots"
+
+
+def platform_keys(s: Session) -> list[str]:
+    """The keys of the platforms with evidence, sorted."""
+    return sorted(k for k in s.scalars(select(m.Platform.key).where(
+        m.Platform.id.in_(select(m.Slot.platform_id).where(m.Slot.platform_id.is_not(None))))))
+
+
+def _read_slots(s: Session, scope: str, candidate: str | None, checks: bool, platform: str | None, start: int,
+                size: int | None) -> list[Slot]:
+    q = _slot_query(s, scope, candidate, platform)
+    if start:
+        q = q.offset(start)
+    if size is not None:
+        q = q.limit(size)
+    order = s.execute(q).all()
+    if not order:
         return []
-    group = (m.Run.candidate_id, m.Run.platform_id)
-    last_ids = dict(((c, p), i) for c, p, i in s.execute(
-        select(*group, func.max(m.Run.id)).where(m.Run.candidate_id.in_(ids)).group_by(*group)))
-    complete_ids = dict(((c, p), i) for c, p, i in s.execute(
-        select(*group, func.max(m.Run.id)).where(m.Run.candidate_id.in_(ids), m.Run.status == "complete")
-        .group_by(*group)))
-    wanted = set(last_ids.values()) | set(complete_ids.values())
+    if size is None and not start:  # all of them: by subquery (a list of ids may pass the store's limit)
+        slot_ids: Any = _slot_query(s, scope, candidate, platform).with_only_columns(m.Slot.id).order_by(None)
+        cand_ids: Any = _slot_query(s, scope, candidate, platform).with_only_columns(m.Candidate.id).order_by(None)
+        run_ids: Any = select(m.Slot.last_run_id).where(m.Slot.id.in_(slot_ids)).union_all(
+            select(m.Slot.complete_run_id).where(m.Slot.id.in_(slot_ids), m.Slot.complete_run_id.is_not(None)))
+    else:
+        slot_ids = {i for _, i in order if i}
+        cand_ids = {c for c, _ in order}
+        run_ids = None
+    slot_rows = {sl.id: sl for sl in s.scalars(select(m.Slot).where(m.Slot.id.in_(slot_ids)))}
+    cands = {c.id: c for c in s.scalars(select(m.Candidate).where(m.Candidate.id.in_(cand_ids)))}
+    if run_ids is None:
+        run_ids = {r for sl in slot_rows.values() for r in (sl.last_run_id, sl.complete_run_id) if r is not None}
     query = run_query() if checks else select(m.Run).options(
         selectinload(m.Run.environment), selectinload(m.Run.platform))
-    runs = {r.id: r for r in s.scalars(query.where(m.Run.id.in_(wanted)))} if wanted else {}
-    platforms = {p.id: p for p in s.scalars(select(m.Platform))}
-    by_candidate: dict[int, list[tuple[int, int | None]]] = {}
-    for k in last_ids:
-        by_candidate.setdefault(k[0], []).append(k)
+    runs = {r.id: r for r in s.scalars(query.where(m.Run.id.in_(run_ids)))} if slot_rows else {}
+    platform_ids = {sl.platform_id for sl in slot_rows.values() if sl.platform_id is not None}
+    platforms = {p.id: p for p in s.scalars(select(m.Platform).where(m.Platform.id.in_(platform_ids)))} \
+        if platform_ids else {}
     out: list[Slot] = []
-    for c in cands:
-        keys = sorted(by_candidate.get(c.id, []), key=lambda k: platforms[k[1]].key if k[1] in platforms else "")
-        if not keys:
-            out.append(Slot(c, None, None, None))
-        for k in keys:
-            out.append(Slot(c, platforms.get(k[1]) if k[1] is not None else None,
-                            runs.get(complete_ids.get(k, -1)), runs.get(last_ids[k])))
+    for cid, sid in order:
+        sl = slot_rows.get(sid) if sid is not None else None
+        if sl is None:
+            out.append(Slot(cands[cid], None, None, None))
+            continue
+        out.append(Slot(cands[cid], platforms.get(sl.platform_id) if sl.platform_id is not None else None,
+                        runs.get(sl.complete_run_id) if sl.complete_run_id is not None else None,
+                        runs.get(sl.last_run_id)))
     return out
 
 

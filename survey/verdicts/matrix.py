@@ -16,22 +16,65 @@ ids) and kept: after an ingest only the runs of the new run's environment are re
 from __future__ import annotations
 
 import threading
+from collections import OrderedDict
 from typing import Any
 
 from sqlalchemy.orm import Session
 
 from db import models as m
 from survey.core import errortext
+from survey.core.sizes import approx_bytes
 from survey.evidence import queries
 from survey.evidence.queries import iso, mode_from_label, mode_label
 from survey.verdicts import stability
 from survey.verdicts.modes import published_verdicts
 from survey.verdicts.rows import EMPTY
 
-# (report sha256, the complete runs of its environment) -> the run's checks, as matrix row parts
-_CELLS: dict[tuple[str, tuple[int, ...]], list[dict[str, Any]]] = {}
-_CELLS_LOCK = threading.Lock()
-MAX_CACHED_REPORTS = 50_000
+
+class Cells:
+    """(report sha256, the complete runs of its environment) -> the run's checks, as matrix
+    row parts; at most ``max_bytes`` of them (:func:`survey.core.sizes.approx_bytes`), the
+    least recently used going first."""
+
+    def __init__(self, max_bytes: int):
+        self.max_bytes = max_bytes
+        self.bytes = 0
+        self._lock = threading.Lock()
+        self._entries: OrderedDict[tuple[str, tuple[int, ...]], tuple[list[dict[str, Any]], int]] = OrderedDict()
+
+    def get(self, key: tuple[str, tuple[int, ...]]) -> list[dict[str, Any]] | None:
+        with self._lock:
+            found = self._entries.get(key)
+            if found is None:
+                return None
+            self._entries.move_to_end(key)
+            return found[0]
+
+    def put(self, key: tuple[str, tuple[int, ...]], cells: list[dict[str, Any]]) -> None:
+        size = approx_bytes(cells) + approx_bytes(key)
+        with self._lock:
+            old = self._entries.pop(key, None)
+            if old is not None:
+                self.bytes -= old[1]
+            if size > self.max_bytes:
+                return
+            self._entries[key] = (cells, size)
+            self.bytes += size
+            while self.bytes > self.max_bytes:
+                _, (_, dropped) = self._entries.popitem(last=False)
+                self.bytes -= dropped
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def clear(self) -> None:
+        with self._lock:
+            self._entries.clear()
+            self.bytes = 0
+
+
+CELLS_BYTES = 64 * 2**20
+_CELLS = Cells(CELLS_BYTES)
 
 
 def _cells_of(run: m.Run) -> list[dict[str, Any]]:
@@ -60,27 +103,24 @@ def run_cells(s: Session, runs: list[m.Run]) -> dict[int, list[dict[str, Any]]]:
     """Each complete run's checks (backend, mode, outcome, verdict, reason, capture),
     loading the checks only of runs not seen before."""
     sig = stability.signature(s, runs)
-    with _CELLS_LOCK:
-        known = {r.id: _CELLS[(r.report_hash, sig[r.id])] for r in runs
-                 if r.report_hash and (r.report_hash, sig[r.id]) in _CELLS}
+    known: dict[int, list[dict[str, Any]]] = {}
+    for r in runs:
+        found = _CELLS.get((r.report_hash, sig[r.id])) if r.report_hash else None
+        if found is not None:
+            known[r.id] = found
     missing = [r.id for r in runs if r.id not in known]
     if missing:
         loaded = list(s.scalars(queries.run_query().where(m.Run.id.in_(missing))))
         stability.pooled(s, loaded)  # every environment's runs in one query
-        fresh = {r.id: (r.report_hash, _cells_of(r)) for r in loaded}
-        with _CELLS_LOCK:
-            if len(_CELLS) + len(fresh) > MAX_CACHED_REPORTS:
-                _CELLS.clear()
-            for run_id, (digest, cells) in fresh.items():
-                if digest:
-                    _CELLS[(digest, sig[run_id])] = cells
-                known[run_id] = cells
+        for r in loaded:
+            cells = known[r.id] = _cells_of(r)
+            if r.report_hash:
+                _CELLS.put((r.report_hash, sig[r.id]), cells)
     return known
 
 
 def _slots(s: Session, scope: str, candidate: str | None, platform: str | None) -> list[queries.Slot]:
-    return [slot for slot in queries.slots(s, scope, candidate, checks=False)
-            if not platform or slot.platform_key == platform]
+    return queries.slots(s, scope, candidate, checks=False, platform=platform or None)
 
 
 def matrix(
@@ -101,8 +141,8 @@ def page(s: Session, start: int, size: int, *, candidate: str | None = None, pla
     """The rows of (candidate, platform) slots ``start`` to ``start + size``, and how
     many slots there are: a page of the grid, reading only its own slots (without a
     backend, mode or outcome filter every slot gives at least one row)."""
-    slots = _slots(s, scope, candidate, platform)
-    return rows_of(s, slots[start:start + size]), len(slots)
+    slots = queries.slots(s, scope, candidate, checks=False, platform=platform or None, start=start, size=size)
+    return rows_of(s, slots), queries.count_slots(s, scope, candidate, platform or None)
 
 
 def rows_of(s: Session, slots: list[queries.Slot], *, backend: str | None = None, mode: str | None = None,

@@ -14,6 +14,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from sqlalchemy.orm import object_session
+
 from db import models as m
 from probes import outcomes as O
 from survey.verdicts.stability import published_rows
@@ -103,7 +105,19 @@ def run_verdicts(run: m.Run, rows: Sequence[Any] | None = None) -> list[ModeVerd
     return out
 
 
+_PUBLISHED = "proton-survey.verdicts.published"
+
+
 def published_verdicts(run: m.Run) -> list[ModeVerdict]:
     """The run's verdicts as published: each check pooled over every complete run
-    of the same environment, platform and probe version (``survey.verdicts.stability``)."""
-    return run_verdicts(run, published_rows(run))
+    of the same environment, platform and probe version (``survey.verdicts.stability``).
+    Worked out once per run and Session (kept in ``Session.info``, as stability keeps
+    its pools: a Session is one command or one request)."""
+    s = object_session(run)
+    if s is None:
+        return run_verdicts(run, published_rows(run))
+    memo = s.info.setdefault(_PUBLISHED, {})
+    found = memo.get(run.id)
+    if found is None:
+        found = memo[run.id] = run_verdicts(run, published_rows(run))
+    return list(found)
