@@ -1,0 +1,152 @@
+"""A request reads what its answer needs, not the store: on a store of 1,000 runs
+(bench/bench_scale.py's generator: 100 candidates, ten runs each, platforms rotating)
+the first matrix page, the filtered pages and ``/matrix.json`` each issue at most a
+fixed number of statements (counted on the engine), and none of those statements
+scans a table that grows with the runs (SQLite's ``EXPLAIN QUERY PLAN``;
+PostgreSQL's ``EXPLAIN`` with sequential scans priced out, so one shows only where
+no index serves). Both stores: the database decides the plan."""
+
+from __future__ import annotations
+
+import importlib.util
+import re
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import pytest
+from sqlalchemy import event, text
+
+from db.store import Store
+from survey.evidence.ingest import Filing, Identified, identify, ingest_many
+from survey.verdicts import matrix as survey_matrix
+
+pytestmark = pytest.mark.both_stores
+
+RUNS = 1000
+# Tables that grow with the runs: no statement of a request may read one whole.
+GROWING = ("runs", "reports", "mode_results", "library_results", "capture_results", "slots")
+MAX_STATEMENTS = 30  # a page's own reads; a per-slot or per-run query would pass this at once
+
+
+def _bench() -> Any:
+    spec = importlib.util.spec_from_file_location("bench_scale", Path(__file__).parent.parent / "bench" /
+                                                  "bench_scale.py")
+    assert spec is not None and spec.loader is not None
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+@pytest.fixture(scope="module")
+def reports() -> list[tuple[Identified, Filing]]:
+    """bench/bench_scale.py's RUNS reports, read and identified once for both stores."""
+    bench = _bench()
+    tpls = bench.templates()
+    items = []
+    for i in range(RUNS):
+        name, raw = bench.variant(tpls, i, RUNS)
+        items.append((identify(raw), Filing(name, name, position=i % (RUNS // 10), scope="catalog")))
+    return items
+
+
+@contextmanager
+def statements(store: Store) -> Iterator[list[tuple[str, Any]]]:
+    seen: list[tuple[str, Any]] = []
+
+    def record(_conn: Any, _cursor: Any, statement: str, parameters: Any, _context: Any, _many: bool) -> None:
+        seen.append((statement, parameters))
+
+    event.listen(store.engine, "before_cursor_execute", record)
+    try:
+        yield seen
+    finally:
+        event.remove(store.engine, "before_cursor_execute", record)
+
+
+def full_scans(store: Store, seen: list[tuple[str, Any]]) -> list[str]:
+    """The statements (with their plan) that read a growing table whole."""
+    bad = []
+    with store.engine.connect() as conn:
+        raw = conn.connection.dbapi_connection
+        assert raw is not None
+        for statement, params in seen:
+            if not statement.lstrip().upper().startswith("SELECT"):
+                continue
+            cur = raw.cursor()
+            if store.engine.dialect.name == "sqlite":
+                cur.execute("EXPLAIN QUERY PLAN " + statement, params)
+                plan = "\n".join(str(row[-1]) for row in cur.fetchall())
+                scans = re.findall(r"\bSCAN (\w+)", plan)
+            else:
+                cur.execute("SET enable_seqscan = off")
+                cur.execute("EXPLAIN " + statement, params)
+                plan = "\n".join(str(row[0]) for row in cur.fetchall())
+                cur.execute("RESET enable_seqscan")
+                scans = re.findall(r"Seq Scan on (\w+)", plan)
+            cur.close()
+            if any(t in GROWING for t in scans):
+                bad.append(f"{statement}\n{plan}")
+    return bad
+
+
+@pytest.fixture
+def big_store(store: Store, reports: list[tuple[Identified, Filing]]) -> Store:
+    with store.session() as s:
+        ingest_many(s, reports)
+    if store.engine.dialect.name == "postgresql":
+        with store.engine.begin() as conn:
+            conn.execute(text("ANALYZE"))  # SQLite without statistics takes every table for a large one
+    return store
+
+
+def test_a_request_reads_its_own_slots_on_a_store_of_a_thousand_runs(big_store: Store) -> None:
+    store = big_store
+    with store.session() as s:
+        total = survey_matrix.queries.count_slots(s, "catalog")
+    assert total > 200  # 100 candidates on two or three platforms each
+    asks = {
+        "first page": lambda s: survey_matrix.page(s, 0, 100),
+        "a later page": lambda s: survey_matrix.page(s, 200, 50),
+        "one platform": lambda s: survey_matrix.page(s, 0, 100, platform="none:aarch64"),
+        "one candidate": lambda s: survey_matrix.page(s, 0, 100, candidate="scale-00042"),
+    }
+    for what, ask in asks.items():
+        with statements(store) as seen, store.session() as s:
+            rows, _total = ask(s)
+        assert rows, what
+        assert len(seen) <= MAX_STATEMENTS, f"{what}: {len(seen)} statements"
+        assert full_scans(store, seen) == [], what + ":\n" + "\n\n".join(full_scans(store, seen))
+    # The detector detects: without the index on a run's environment, the stability
+    # rule's read of an environment's runs is a scan of every run.
+    with store.engine.begin() as conn:
+        conn.execute(text("DROP INDEX ix_runs_environment"))
+    survey_matrix.Cells.clear(survey_matrix._CELLS)
+    with statements(store) as seen, store.session() as s:
+        survey_matrix.page(s, 0, 100)
+    assert any("environment_id IN" in bad for bad in full_scans(store, seen))
+
+
+def test_the_cells_cache_is_bounded_in_bytes_and_drops_the_least_recently_used() -> None:
+    cells = survey_matrix.Cells(max_bytes=20_000)
+    one = [{"backend": "cupti", "mode": "none", "reason": "x" * 1000}]
+
+    def key(i: int) -> tuple[str, tuple[int, ...]]:
+        return (f"{i:064x}", (i,))
+
+    i = 0
+    while True:  # fill it to the brim
+        cells.put(key(i), one)
+        if len(cells) <= i:
+            break
+        i += 1
+    full = len(cells)
+    assert 3 < full < 20 and cells.bytes <= 20_000
+    first = i - full + 1  # the oldest kept
+    assert cells.get(key(first)) == one  # used: now the most recent
+    cells.put(key(i + 1), one)
+    assert cells.get(key(first)) == one and cells.get(key(first + 1)) is None  # the least recently used went
+    assert cells.bytes <= 20_000
+    cells.put(("big", ()), [{"reason": "y" * 50_000}])  # larger than the whole cache: not kept
+    assert cells.get(("big", ())) is None and cells.bytes <= 20_000
