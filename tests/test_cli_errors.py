@@ -24,7 +24,7 @@ def junk(tmp_path: Path) -> dict[str, Path]:
     (["run", "--catalog", "{dir}"], exitcodes.INPUT, "is a directory"),
     (["ingest", "{utf16}"], exitcodes.INPUT, "UTF-16"),
     (["ingest", "{binary}"], exitcodes.INPUT, "not UTF-8"),
-    (["ingest", "{dir}"], exitcodes.INPUT, "Is a directory"),
+    (["ingest", "{dir}"], exitcodes.INPUT, "utf16.json: the report is UTF-16"),  # a directory: its *.json
     (["table", "--format", "gird"], exitcodes.USAGE, "one of md"),
     (["table", "--db", "sqlite:////proc/nope/x.db"], exitcodes.INPUT, "no proton-survey store"),
     (["diff", "run:99999999999999999999999", "1"], exitcodes.INPUT, "no run #99999999999999999999999"),

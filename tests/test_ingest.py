@@ -11,6 +11,7 @@ import pytest
 from sqlalchemy import event, func, select
 
 from db import models as m
+from survey.core import exitcodes
 from survey.core.errors import InvalidReport
 from survey.evidence.ingest import ingest
 from survey.evidence.report import canonical_json
@@ -310,3 +311,32 @@ def test_a_300_character_hostname_gives_a_name_cut_to_size(store) -> None:
         res = ingest(s, raw, source="upload")
         assert res.created and len(res.candidate) <= 200
         assert s.get(m.Run, res.run_id).report.raw.encode() == canonical_json(json.loads(raw))
+
+
+def test_ingest_of_a_directory_reads_every_report_first_then_stores_them_in_one_batch(tmp_path: Path) -> None:
+    reports = tmp_path / "reports"
+    reports.mkdir()
+    names = [f"cpu-triton-{v}.json" for v in ("3.6.0", "3.7.1", "3.8.0", "3.9.0")]
+    for name in names:
+        (reports / name).write_bytes(report_bytes(name))
+    (reports / "notes.txt").write_text("not a report, not read")
+    db = f"sqlite:///{tmp_path / 's.db'}"
+    r = survey_cli("ingest", str(reports), "--db", db)
+    assert r.returncode == 0, r
+    assert [line.split(":")[0] for line in r.stdout.splitlines()] == [str(reports / n) for n in names]
+    assert all("stored as run #" in line for line in r.stdout.splitlines())
+    from db.store import Store
+    from survey.evidence.ingest import matrix_version
+
+    store = Store(db)
+    with store.session() as s:
+        assert s.scalar(select(func.count()).select_from(m.Run)) == 4
+        assert s.scalar(select(func.count()).select_from(m.Slot)) == 4
+        assert matrix_version(s) == "1"  # one transaction: one move of the version
+    store.close()
+    again = survey_cli("ingest", str(reports), "--db", db)  # all stored already: nothing added
+    assert again.returncode == 0 and again.stdout.count("already stored as run #") == 4, again
+    (reports / "zz-broken.json").write_text("{")
+    broken = survey_cli("ingest", str(reports), "--db", db)
+    assert broken.returncode == exitcodes.INPUT, broken
+    assert "zz-broken.json" in broken.stderr and "nothing was stored" in broken.stderr

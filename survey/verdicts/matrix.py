@@ -19,7 +19,8 @@ import threading
 from collections import OrderedDict
 from typing import Any
 
-from sqlalchemy.orm import Session
+from sqlalchemy import select
+from sqlalchemy.orm import Session, selectinload
 
 from db import models as m
 from survey.core import errortext
@@ -51,7 +52,7 @@ class Cells:
             return found[0]
 
     def put(self, key: tuple[str, tuple[int, ...]], cells: list[dict[str, Any]]) -> None:
-        size = approx_bytes(cells) + approx_bytes(key)
+        size = cells_bytes(cells) + approx_bytes(key)
         with self._lock:
             old = self._entries.pop(key, None)
             if old is not None:
@@ -71,6 +72,17 @@ class Cells:
         with self._lock:
             self._entries.clear()
             self.bytes = 0
+
+
+def cells_bytes(cells: list[dict[str, Any]]) -> int:
+    """What one run's cells hold, from their shape (every cell has the same keys): the
+    walk of :func:`survey.core.sizes.approx_bytes` for the first, the text of the rest."""
+    if not cells:
+        return approx_bytes(cells)
+    first = approx_bytes(cells[0])
+    base = first - sum(len(v) for v in cells[0].values() if isinstance(v, str))
+    return approx_bytes([]) + 8 * len(cells) + first + sum(
+        base + sum(len(v) for v in c.values() if isinstance(v, str)) for c in cells[1:])
 
 
 CELLS_BYTES = 64 * 2**20
@@ -110,7 +122,8 @@ def run_cells(s: Session, runs: list[m.Run]) -> dict[int, list[dict[str, Any]]]:
             known[r.id] = found
     missing = [r.id for r in runs if r.id not in known]
     if missing:
-        loaded = list(s.scalars(queries.run_query().where(m.Run.id.in_(missing))))
+        loaded = list(s.scalars(select(m.Run).where(m.Run.id.in_(missing))  # what _cells_of reads
+                                .options(selectinload(m.Run.modes), selectinload(m.Run.captures))))
         stability.pooled(s, loaded)  # every environment's runs in one query
         for r in loaded:
             cells = known[r.id] = _cells_of(r)
