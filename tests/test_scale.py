@@ -147,3 +147,15 @@ def test_the_cells_cache_is_bounded_in_bytes_and_drops_the_least_recently_used()
     assert cells.bytes <= 20_000
     cells.put(("big", ()), [{"reason": "y" * 50_000}])  # larger than the whole cache: not kept
     assert cells.get(("big", ())) is None and cells.bytes <= 20_000
+
+
+def test_what_a_session_read_is_forgotten_when_it_writes(store: Store) -> None:
+    """Slots, pools and verdicts are kept for a Session; a run stored through it drops them."""
+    from survey.evidence.ingest import ingest
+    from tests.conftest import report_bytes
+
+    with store.session() as s:
+        ingest(s, report_bytes("cpu-triton-3.8.0.json"), candidate="first", scope="catalog")
+        assert [sl.candidate.name for sl in survey_matrix.queries.slots(s, "catalog")] == ["first"]
+        ingest(s, report_bytes("cpu-triton-3.9.0.json"), candidate="second", scope="catalog")
+        assert [sl.candidate.name for sl in survey_matrix.queries.slots(s, "catalog")] == ["first", "second"]

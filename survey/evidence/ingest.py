@@ -42,7 +42,7 @@ from db import widths
 from probes import records
 from survey.core import clock, credentials, errortext, names
 from survey.core.errors import InvalidReport
-from survey.evidence import identity
+from survey.evidence import identity, queries
 from survey.evidence.identity import Resolved
 from survey.evidence.report import Report, ReportError, canonical_json, parse_report
 
@@ -424,6 +424,7 @@ def _new_run(s: Session, ident: Identified, filing: Filing, source: str, rows: d
 def slot_moved(s: Session, run: m.Run, rows: dict[Any, Any] | None = None) -> None:
     """The new run is its (candidate, platform)'s latest run (and, complete, its latest
     complete run): the ``slots`` row says so, in the run's own transaction."""
+    queries.forget_reads(s)
     key = ("s", run.candidate_id, run.platform_id)
     slot = rows.get(key) if rows is not None else None
     if slot is None:

@@ -129,6 +129,14 @@ def slots(s: Session, scope: str = "all", candidate: str | None = None, checks: 
 
 
 _SLOTS = "proton-survey.evidence.slots"
+MEMO_PREFIX = "proton-survey."  # Session.info keys of what reads keep for their Session
+
+
+def forget_reads(s: Session) -> None:
+    """Drop what reads kept in this Session (slots, pools, verdicts): a write in it
+    (``survey.evidence.ingest``) makes them stale."""
+    for key in [k for k in s.info if isinstance(k, str) and k.startswith(MEMO_PREFIX)]:
+        del s.info[key]
 
 
 def platform_keys(s: Session) -> list[str]:
