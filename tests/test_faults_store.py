@@ -16,6 +16,7 @@ wedged server fails the test instead of hanging it; nothing measures speed.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -29,6 +30,7 @@ from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -39,11 +41,13 @@ from db import models as m
 from db.store import Store
 from survey.evidence import copies
 from survey.evidence.ingest import ingest
+from tests import test_api
 from tests.conftest import report_bytes, survey_cli
 from tests.pgserver import PgServer, find_bindir, not_installed_reason
 from tests.test_api_hostile import Server
 
 ROOT = Path(__file__).resolve().parents[1]
+portal, make_client = test_api.portal, test_api.make_client
 TOKEN = "faults-token"
 REPLACEMENTS, UPLOADERS = 20, 4
 
@@ -311,3 +315,22 @@ def test_store_backup_and_replace_from_the_command_line(filled_store: Store, tmp
     bad.write_bytes(b"not a database at all" * 100)
     r = survey_cli("store", "replace", str(bad), "--db", url)
     assert r.returncode == 65 and "Traceback" not in r.stderr and len(r.stderr.strip().splitlines()) == 1, r
+
+
+def test_no_cache_answers_from_a_replaced_content(filled_store: Store, make_client: Any, tmp_path: Path) -> None:
+    """The replacement's content at the same matrix version as the store's: the service's
+    per-version caches (and its replayed answers) must not take it for the old content."""
+    c = make_client(filled_store)
+    before = c.get("/candidates.json?scope=all")
+    assert before.status_code == 200 and c.get("/candidates.json?scope=all").text == before.text  # cached
+    version = before.json().get("matrix_version") or c.get("/matrix.json").json()["matrix_version"]
+    other = tmp_path / "other.db"
+    copies.backup(filled_store, other)
+    with contextlib.closing(sqlite3.connect(other)) as conn:  # another content, the same version
+        conn.execute("UPDATE candidates SET label = 'relabelled' WHERE name = 'triton-3.9.0'")
+        conn.commit()
+        assert str(conn.execute("SELECT value FROM meta WHERE key = 'matrix_version'").fetchone()[0]) == version
+    copies.replace(filled_store, other)
+    after = c.get("/candidates.json?scope=all")
+    assert after.status_code == 200 and "relabelled" in after.text, after.text
+    assert c.get("/matrix.json").json()["matrix_version"] != version
