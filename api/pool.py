@@ -11,7 +11,8 @@ Every read or write of the store that a request needs runs through :meth:`StoreP
   the store's write lock within it): past it the request is answered 503 naming the
   store (``the store (PostgreSQL at host:5432/db) did not answer within 30 s``). The
   thread is let go, not killed: it keeps its place in the pool until the store answers
-  it, so a store that never answers holds at most ``size`` threads.
+  it, so a store that never answers holds at most ``size`` threads. The threads are
+  daemons, so a stopping server (SIGTERM) does not wait for them.
 
 The store timeout (``SURVEY_STORE_TIMEOUT``, default :data:`DEFAULT_STORE_TIMEOUT_S`)
 also bounds the driver (:meth:`db.store.Store.limit_time`): PostgreSQL's
@@ -25,13 +26,12 @@ next call that succeeds): ``/healthz`` reports it without asking the store.
 from __future__ import annotations
 
 import asyncio
-import functools
+import queue
 import threading
 from collections.abc import Callable
 from typing import Any, TypeVar
 
 import anyio
-import anyio.to_thread
 
 from api.errors import ApiError
 from db.outage import UNREACHABLE, Problem, classify
@@ -51,6 +51,16 @@ DEFAULT_SIZE = 16
 DEADLINE_FACTOR = 6  # a whole call (its lock waits and statements included): 30 s by default
 
 
+def _settle(future: asyncio.Future[Any], value: Any, error: BaseException | None) -> None:
+    if future.done():
+        return  # its request gave up on it (cancelled)
+    if error is not None:
+        future.set_exception(error)
+        future.exception()  # retrieved: a request that gave up on it logs nothing
+    else:
+        future.set_result(value)
+
+
 class StorePool:
     def __init__(self, store: Store, timeout_s: float = DEFAULT_STORE_TIMEOUT_S, size: int = DEFAULT_SIZE):
         self.store = store
@@ -58,7 +68,8 @@ class StorePool:
         self.size = size
         self.problem: Problem | None = None
         self._places: anyio.CapacityLimiter | None = None
-        self._threads: anyio.CapacityLimiter | None = None
+        self._jobs: queue.SimpleQueue[Callable[[], None]] = queue.SimpleQueue()
+        self._workers: list[threading.Thread] = []
 
     @staticmethod
     def deadline_for(timeout_s: float) -> float:
@@ -73,49 +84,58 @@ class StorePool:
         self.problem = problem
         return ApiError(503, "store_unavailable", problem.message, hint="try again in a moment")
 
-    async def run(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
-        """``fn(*args, **kwargs)`` in a worker thread, within the pool's bounds (503 past them)."""
+    def _work(self) -> None:
+        while True:
+            self._jobs.get()()
+
+    def _start(self) -> anyio.CapacityLimiter:
+        """One worker per place: a call that holds a place always has a thread. The threads
+        are daemons: one that waits on a store that never answers does not keep a stopping
+        server alive (SIGTERM)."""
         if self._places is None:
             self._places = anyio.CapacityLimiter(self.size)
-            # threads: never the bound (a let-go thread keeps its place, and places are the bound)
-            self._threads = anyio.CapacityLimiter(self.size * 4 + 8)
-        places = self._places
+            for i in range(self.size):
+                worker = threading.Thread(target=self._work, name=f"store-{i}", daemon=True)
+                worker.start()
+                self._workers.append(worker)
+        return self._places
+
+    async def run(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+        """``fn(*args, **kwargs)`` in a worker thread, within the pool's bounds (503 past them)."""
+        places = self._start()
         token = object()
         with anyio.move_on_after(self.timeout_s) as waiting:
             await places.acquire_on_behalf_of(token)
         if waiting.cancelled_caught:
             raise self._late(f"is busy: {self.size} calls to it are still waiting for answers")
         loop = asyncio.get_running_loop()
-        call = functools.partial(fn, *args, **kwargs)
-        given_back = threading.Lock()  # taken when the place is given back: that happens once
-        began = threading.Event()
+        future: asyncio.Future[T] = loop.create_future()
 
-        def give_back() -> None:
-            if given_back.acquire(blocking=False):
-                places.release_on_behalf_of(token)
+        def answer(value: Any, error: BaseException | None) -> None:
+            places.release_on_behalf_of(token)  # the place is free when the work is over, whoever waits for it
+            _settle(future, value, error)
 
-        def work() -> T:
-            began.set()
+        def job() -> None:
+            value, error = None, None
             try:
-                return call()
-            finally:  # the place is given back when the work is over, even if its request gave up on it
-                loop.call_soon_threadsafe(give_back)
+                value = fn(*args, **kwargs)
+            except BaseException as e:  # handed to the request, which raises it
+                error = e
+            try:
+                loop.call_soon_threadsafe(answer, value, error)
+            except RuntimeError:  # the loop is closed: the server stopped meanwhile
+                pass
 
+        self._jobs.put(job)
         try:
             with anyio.move_on_after(self.deadline_s) as late:
-                value = await anyio.to_thread.run_sync(work, abandon_on_cancel=True, limiter=self._threads)
+                value = await asyncio.shield(future)
         except Exception as e:
             problem = classify(e, self.store.describe())
             if problem is not None:
                 self.problem = problem
             raise
-        except BaseException:  # cancelled (the client went away): a call that never began gives its place back
-            if not began.is_set():
-                give_back()
-            raise
         if late.cancelled_caught:
-            if not began.is_set():
-                give_back()
             raise self._late(f"did not answer within {self.deadline_s:g} s")
         self.problem = None
         return value

@@ -246,7 +246,8 @@ def _server_pids(server: PgServer) -> list[int]:
     return found
 
 
-def test_a_frozen_postgresql_is_503_naming_it_and_the_store_free_routes_answer(own_pg: PgServer) -> None:
+def test_a_frozen_postgresql_is_503_naming_it_and_the_store_free_routes_answer(own_pg: PgServer,
+                                                                               tmp_path: Path) -> None:
     store = Store(own_pg.url(own_pg.new_database()))
     with store.session() as s:
         ingest(s, report_bytes("cpu-triton-3.9.0.json"), candidate="triton-3.9.0", scope="catalog")
@@ -258,6 +259,12 @@ def test_a_frozen_postgresql_is_503_naming_it_and_the_store_free_routes_answer(o
         with httpx.Client(base_url=base, timeout=60) as c:
             for path in store_routes + free_routes:
                 assert c.get(path).status_code == 200, path
+            os.environ["SURVEY_STORE_TIMEOUT"] = "1"
+            try:
+                served = Serve(store.url, tmp_path / "serve.log")
+            finally:
+                del os.environ["SURVEY_STORE_TIMEOUT"]
+            assert httpx.get(served.url("/matrix.json"), timeout=30).status_code == 200
             frozen = _server_pids(own_pg)
             assert len(frozen) > 1
             for pid in frozen:
@@ -284,6 +291,21 @@ def test_a_frozen_postgresql_is_503_naming_it_and_the_store_free_routes_answer(o
                 up = c.post("/runs", content=report_bytes("cpu-triton-3.8.0.json"),
                             headers={"Authorization": f"Bearer {TOKEN}"})
                 assert up.status_code == 503, up.text
+                # a real `survey serve` whose store threads wait on the frozen server stops on SIGTERM
+                try:
+                    deadline = time.monotonic() + 60
+                    while True:  # up, and its store calls waiting on the frozen server
+                        try:
+                            if httpx.get(served.url("/matrix.json"), timeout=30).status_code == 503:
+                                break
+                        except httpx.TransportError:
+                            pass
+                        assert time.monotonic() < deadline, served.log.read_text()
+                        time.sleep(0.5)
+                    served.proc.send_signal(signal.SIGTERM)
+                    assert served.proc.wait(timeout=30) is not None  # TimeoutExpired: SIGTERM did not stop it
+                finally:
+                    served.kill()
             finally:
                 for pid in frozen:
                     with _gone():
