@@ -412,7 +412,8 @@ class Store:
         closed (the next ones get the limits)."""
         self.timeout_s = (connect_s, statement_s)
         _limit_time(self.engine, connect_s, statement_s)
-        self.engine.dispose()
+        if self.engine.dialect.name != "sqlite" or self.sqlite_file() is not None:
+            self.engine.dispose()  # (an in-memory database lives in its one connection: it is kept)
 
     def _read_only(self) -> bool:
         if self.engine.dialect.name == "sqlite":
