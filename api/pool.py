@@ -11,7 +11,8 @@ Every read or write of the store that a request needs runs through :meth:`StoreP
   the store's write lock within it): past it the request is answered 503 naming the
   store (``the store (PostgreSQL at host:5432/db) did not answer within 30 s``). The
   thread is let go, not killed: it keeps its place in the pool until the store answers
-  it, so a store that never answers holds at most ``size`` threads. The threads are
+  it, so a store that never answers holds at most ``size`` threads. An upload, which
+  reads and checks the whole report within its call, has four times the deadline. The threads are
   daemons, so a stopping server (SIGTERM) does not wait for them.
 
 The store timeout (``SURVEY_STORE_TIMEOUT``, default :data:`DEFAULT_STORE_TIMEOUT_S`)
@@ -100,8 +101,11 @@ class StorePool:
                 self._workers.append(worker)
         return self._places
 
-    async def run(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
-        """``fn(*args, **kwargs)`` in a worker thread, within the pool's bounds (503 past them)."""
+    async def run(self, fn: Callable[..., T], *args: Any, deadline_s: float | None = None, **kwargs: Any) -> T:
+        """``fn(*args, **kwargs)`` in a worker thread, within the pool's bounds (503 past them;
+        ``deadline_s``: another deadline than the pool's, for a call that also does much work
+        of its own, such as reading a whole upload)."""
+        deadline = deadline_s if deadline_s is not None else self.deadline_s
         places = self._start()
         token = object()
         with anyio.move_on_after(self.timeout_s) as waiting:
@@ -128,7 +132,7 @@ class StorePool:
 
         self._jobs.put(job)
         try:
-            with anyio.move_on_after(self.deadline_s) as late:
+            with anyio.move_on_after(deadline) as late:
                 value = await asyncio.shield(future)
         except Exception as e:
             problem = classify(e, self.store.describe())
@@ -136,6 +140,6 @@ class StorePool:
                 self.problem = problem
             raise
         if late.cancelled_caught:
-            raise self._late(f"did not answer within {self.deadline_s:g} s")
+            raise self._late(f"did not answer within {deadline:g} s")
         self.problem = None
         return value

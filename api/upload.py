@@ -159,7 +159,8 @@ async def upload(
         raw.decode("utf-8")
     except UnicodeDecodeError as e:
         raise ApiError(422, "invalid_report", f"not UTF-8 text: {e}", field=None)
-    res = await request.app.state.pool.run(store_report, request.app.state.store, raw, candidate, label)
+    pool = request.app.state.pool
+    res = await pool.run(store_report, request.app.state.store, raw, candidate, label, deadline_s=4 * pool.deadline_s)
     url = f"/runs/{res.run_id}"
     body = {"run_id": res.run_id, "created": res.created, "candidate": res.candidate, "url": url,
             "note": note(res, candidate)}
