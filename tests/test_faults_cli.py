@@ -23,11 +23,10 @@ import pytest
 from db.store import Store
 from survey.environments.launchers.pip import PipLauncher
 from survey.render.escape import link_target
-from tests import test_api, test_db
+from tests import test_db
 from tests.conftest import report_bytes, survey_cli
 from tests.test_secrets import stored_text
 
-portal, make_client = test_api.portal, test_api.make_client
 shared_dir, unprivileged = test_db.shared_dir, test_db.unprivileged
 SECRET = "s3cr3t-pw"
 

@@ -41,13 +41,11 @@ from db import models as m
 from db.store import Store
 from survey.evidence import copies
 from survey.evidence.ingest import ingest
-from tests import test_api
 from tests.conftest import report_bytes, survey_cli
 from tests.pgserver import PgServer, find_bindir, not_installed_reason
 from tests.test_api_hostile import Server
 
 ROOT = Path(__file__).resolve().parents[1]
-portal, make_client = test_api.portal, test_api.make_client
 TOKEN = "faults-token"
 REPLACEMENTS, UPLOADERS = 20, 4
 
