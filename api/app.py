@@ -25,8 +25,9 @@ One URL per resource, many formats: ``/matrix`` is the HTML page, ``/matrix.json
 Every ``GET`` also answers ``HEAD``; every HTML answer carries a
 Content-Security-Policy that allows no script (:mod:`api.middleware`).
 
-Every request reads in a short session of its own; SQLite runs in WAL mode, so
-reads never wait for a survey that is writing.
+Every request reads in a short session of its own, in a worker thread of the
+bounded store pool (:mod:`api.pool`), never on the event loop; SQLite runs in WAL
+mode, so reads never wait for a survey that is writing.
 """
 
 from __future__ import annotations
@@ -42,13 +43,16 @@ from fastapi.staticfiles import StaticFiles
 from api import badges, candidates, changes, check, diff, docs, errors, history, matrix, meta, render, runs, upload
 from api.cache import MatrixCache
 from api.middleware import HeadAsGet, SecurityHeaders
+from api.pool import DEFAULT_STORE_TIMEOUT_S, StorePool
 from api.replay import Replay
 from api.storewatch import StoreWatch
 from db.store import Store
+from survey.evidence.report import MAX_REPORT_BYTES_ENV
 
 TOKEN_ENV = "SURVEY_TOKEN"
-MAX_UPLOAD_ENV = "SURVEY_MAX_UPLOAD_BYTES"
+MAX_UPLOAD_ENV = MAX_REPORT_BYTES_ENV
 BODY_TIMEOUT_ENV = "SURVEY_BODY_TIMEOUT"
+STORE_TIMEOUT_ENV = "SURVEY_STORE_TIMEOUT"
 
 
 @dataclass(frozen=True)
@@ -56,6 +60,7 @@ class Settings:
     token: str | None
     max_upload_bytes: int
     body_timeout_s: float
+    store_timeout_s: float
 
 
 def _from_env(name: str, kind: type, default: float, what: str) -> float:
@@ -72,7 +77,8 @@ def _from_env(name: str, kind: type, default: float, what: str) -> float:
 
 
 def create_app(store: Store, *, token: str | None = None, max_upload_bytes: int | None = None,
-               body_timeout: float | None = None, site: str | None = None) -> FastAPI:
+               body_timeout: float | None = None, site: str | None = None,
+               store_timeout: float | None = None) -> FastAPI:
     """The service over ``store``.
 
     ``token``: the bearer token uploads need (default: ``$SURVEY_TOKEN``; none
@@ -82,9 +88,15 @@ def create_app(store: Store, *, token: str | None = None, max_upload_bytes: int 
     else 60). A bad value in the environment raises ``ValueError``. ``site``: the app
     answers for ``survey publish`` (api.publish), as a static site of this scope
     (catalog | all) holds it: its pages link only to what such a site has (no form, no
-    history, check or diff, nothing with a query string).
+    history, check or diff, nothing with a query string). ``store_timeout``: seconds
+    any wait on the store may take (default: ``$SURVEY_STORE_TIMEOUT``, else 5; see
+    :mod:`api.pool`).
     """
+    store_timeout_s = store_timeout if store_timeout is not None else \
+        _from_env(STORE_TIMEOUT_ENV, float, DEFAULT_STORE_TIMEOUT_S, "a number of seconds")
+    store.limit_time(store_timeout_s, StorePool.deadline_for(store_timeout_s))
     cache = MatrixCache(store)
+    pool = StorePool(store, store_timeout_s)
 
     @contextlib.asynccontextmanager
     async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
@@ -111,7 +123,9 @@ def create_app(store: Store, *, token: str | None = None, max_upload_bytes: int 
         int(_from_env(MAX_UPLOAD_ENV, int, upload.DEFAULT_MAX_UPLOAD_BYTES, "a number of bytes")),
         body_timeout_s=body_timeout if body_timeout is not None else
         _from_env(BODY_TIMEOUT_ENV, float, upload.DEFAULT_BODY_TIMEOUT_S, "a number of seconds"),
+        store_timeout_s=store_timeout_s,
     )
+    app.state.pool = pool
     app.state.matrix_cache = cache
     errors.install(app)
     router = APIRouter()
@@ -121,6 +135,6 @@ def create_app(store: Store, *, token: str | None = None, max_upload_bytes: int 
     app.mount("/static", StaticFiles(directory=str(render.STATIC)), name="static")
     app.add_middleware(SecurityHeaders)
     app.add_middleware(HeadAsGet)
-    app.add_middleware(Replay, cache=cache)  # repeats answers a view gave at this version
-    app.add_middleware(StoreWatch, store=store, cache=cache)  # outermost: the store replaced, or out
+    app.add_middleware(Replay, cache=cache, pool=pool)  # repeats answers a view gave at this version
+    app.add_middleware(StoreWatch, store=store, cache=cache, pool=pool)  # outermost: the store replaced, or out
     return app

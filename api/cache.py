@@ -23,7 +23,6 @@ from dataclasses import dataclass
 from typing import Annotated, Any
 
 from fastapi import Header
-from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import Response
 
@@ -79,6 +78,7 @@ class MatrixCache:
         self._lock = threading.Lock()
         self._version: str | None = None
         self._entries: OrderedDict[Hashable, tuple[Any, int]] = OrderedDict()
+        self._seen: str | None = None
         self.inflight: dict[Hashable, asyncio.Future[Any]] = {}  # (version, key) being computed (event loop only)
         self._raw: sqlite3.Connection | None = None
         self._raw_lock = threading.Lock()
@@ -92,7 +92,8 @@ class MatrixCache:
                 and not url.database.startswith("file:"):
             # Read on every request, so skip the ORM: one autocommit connection of
             # our own (each SELECT sees the latest commit; WAL: a writer never blocks it).
-            self._raw = sqlite3.connect(url.database, timeout=30, isolation_level=None, check_same_thread=False)
+            wait = self.store.timeout_s[1] if self.store.timeout_s else 30
+            self._raw = sqlite3.connect(url.database, timeout=wait, isolation_level=None, check_same_thread=False)
 
     def detach(self) -> None:
         """Forget everything computed and close the version's connection: the store is
@@ -114,19 +115,20 @@ class MatrixCache:
                     pass  # read-only, or busy: the new file is still opened; nothing else to do here
         self.close()
 
-    @property
-    def local(self) -> bool:
-        """Is :meth:`version` a local file read (cheap enough for the event loop)?"""
-        return self._raw is not None
-
     def version(self) -> str:
         """The store's matrix version now (one indexed read)."""
         raw = self._raw
         if raw is not None:
             with self._raw_lock:
-                return matrix_version(raw)
-        with self.store.engine.connect() as conn:
-            return matrix_version(conn)
+                self._seen = matrix_version(raw)
+        else:
+            with self.store.engine.connect() as conn:
+                self._seen = matrix_version(conn)
+        return self._seen
+
+    def last_version(self) -> str | None:
+        """The version read last, without asking the store (None: none read yet)."""
+        return self._seen
 
     def close(self) -> None:
         with self._raw_lock:
@@ -168,7 +170,7 @@ class MatrixCache:
 # ------------------------------------------------------------------ in views
 async def version(request: Request) -> str:
     cache: MatrixCache = request.app.state.matrix_cache
-    return cache.version() if cache.local else await run_in_threadpool(cache.version)
+    return await request.app.state.pool.run(cache.version)
 
 
 async def memo(request: Request, version_: str, key: Hashable, compute: Callable[[], Any]) -> Any:
@@ -185,7 +187,7 @@ async def memo(request: Request, version_: str, key: Hashable, compute: Callable
     cache.inflight[(version_, key)] = future
     epoch = cache.epoch
     try:
-        value = await run_in_threadpool(compute)
+        value = await request.app.state.pool.run(compute)
     except BaseException as e:
         future.set_exception(e)
         future.exception()  # retrieved: waiters re-raise it, nobody logs "never retrieved"

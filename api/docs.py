@@ -7,22 +7,32 @@ from __future__ import annotations
 from typing import Any
 
 from fastapi import APIRouter, Request
+from sqlalchemy.exc import SQLAlchemyError
 from starlette.concurrency import run_in_threadpool
 from starlette.responses import Response
 
 from api import cache as cache_mod
 from api import formats, openapi, render
+from api.errors import ApiError
 from api.matrix import stored_names, stored_platforms
 
 METHODS = ("get", "post", "put", "patch", "delete")
 
 
 async def spec(request: Request) -> dict[str, Any]:
+    """The document with the stored names as enums; while the store is out (the last call
+    to it failed: api.pool), or when it fails now, the document without them: the API's
+    reference answers whatever the store does."""
     app = request.app
-    version = await cache_mod.version(request)
-    names = await cache_mod.memo(request, version, ("names",), lambda: stored_names(app.state.store))
-    keys = await cache_mod.memo(request, version, ("platforms",), lambda: stored_platforms(app.state.store))
-    return await cache_mod.memo(request, version, ("openapi",), lambda: openapi.document(app, names, keys))
+    if app.state.pool.problem is None:
+        try:
+            version = await cache_mod.version(request)
+            names = await cache_mod.memo(request, version, ("names",), lambda: stored_names(app.state.store))
+            keys = await cache_mod.memo(request, version, ("platforms",), lambda: stored_platforms(app.state.store))
+            return await cache_mod.memo(request, version, ("openapi",), lambda: openapi.document(app, names, keys))
+        except (ApiError, SQLAlchemyError):  # the store is out: api.pool remembers it for the next requests
+            pass
+    return openapi.base(app)
 
 
 async def openapi_json(request: Request) -> Response:

@@ -19,6 +19,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.responses import Response
 
 from api import formats, render
+from db.outage import FULL, READ_ONLY, Problem, classify
 from survey.core.errors import InputError, InvalidReport, SurveyError, UnknownTarget, UsageProblem
 
 log = logging.getLogger("api")
@@ -64,6 +65,15 @@ class ApiError(Exception):
     def body(self) -> dict[str, Any]:
         return {"error": {"status": self.status, "code": self.code, "message": self.message, "field": self.field,
                           "hint": self.hint}}
+
+
+OUTAGE_STATUS = {FULL: (507, "insufficient_storage"), READ_ONLY: (403, "read_only_store")}
+
+
+def outage_error(problem: Problem) -> ApiError:
+    """The answer to a store outage (db.outage): 507 full, 403 read-only, else 503."""
+    status, code = OUTAGE_STATUS.get(problem.kind, (503, "store_unavailable"))
+    return ApiError(status, code, problem.message)
 
 
 def from_survey_error(e: SurveyError) -> ApiError:
@@ -117,9 +127,6 @@ def install(app: FastAPI) -> None:
                                                 field=field))
 
     async def store_error(request: Request, exc: Exception) -> Response:
-        from api.storewatch import outage_error
-        from db.outage import classify
-
         problem = classify(exc, request.app.state.store.describe())
         if problem is None:
             raise exc  # not an outage: the server's own 500 (api.errors.unexpected)

@@ -202,8 +202,12 @@ def _endpoint(view: Callable[..., Any], fmt: str, is_async: bool) -> Callable[..
 
         return endpoint_async
 
-    def endpoint(request: Request, **kwargs: Any) -> Response:
-        out = view(request=request, fmt=fmt, **kwargs)
-        return out if isinstance(out, Response) else respond(request, out, fmt)
+    async def endpoint(request: Request, **kwargs: Any) -> Response:
+        def answer() -> Response:
+            out = view(request=request, fmt=fmt, **kwargs)
+            return out if isinstance(out, Response) else respond(request, out, fmt)
+
+        # a view that is not async reads the store itself: it runs in the store pool (api.pool)
+        return await request.app.state.pool.run(answer)  # type: ignore[no-any-return]
 
     return endpoint

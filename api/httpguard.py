@@ -12,7 +12,11 @@ cannot hold the server's descriptors or memory:
 - **header count**: at most :attr:`Limits.max_headers` fields: over it, 431 and closed;
 - **connections**: at most :attr:`Limits.max_connections` open at once per process
   (partial ones included); one over it is answered 503 and closed at once, so
-  idle or half-sent connections cannot take every descriptor.
+  idle or half-sent connections cannot take every descriptor;
+- **connections per address**: at most :attr:`Limits.max_per_address` of them from
+  one client address (default a tenth of the whole); one over it is answered 503 and
+  closed at once, so one client cannot take every place (behind a reverse proxy every
+  connection comes from the proxy: raise it to ``max_connections`` there).
 
 Request bodies have their own deadline (``SURVEY_BODY_TIMEOUT``, :mod:`api.upload`).
 """
@@ -33,6 +37,7 @@ class Limits:
     max_header_bytes: int = 64 * 1024
     max_headers: int = 100
     max_connections: int = 1000
+    max_per_address: int = 100
 
 
 DEFAULT = Limits()
@@ -87,6 +92,16 @@ class GuardedH11Protocol(H11Protocol):
                                         "try again later"))
             transport.close()
             return
+        host = self.client[0] if self.client else None
+        if host is not None:
+            same = sum(1 for c in self.connections if (getattr(c, "client", None) or ("",))[0] == host)
+            if same > self.limits.max_per_address:
+                self.logger.warning("refused a connection from %s: %d open from there (the limit is %d)", host,
+                                    same - 1, self.limits.max_per_address)
+                transport.write(_plain(503, f"too many connections from your address (at most "
+                                            f"{self.limits.max_per_address}); try again later"))
+                transport.close()
+                return
         self._arm_header_timer()
 
     def connection_lost(self, exc: Exception | None) -> None:

@@ -3,13 +3,10 @@
 from __future__ import annotations
 
 from fastapi import APIRouter, Request
-from starlette.concurrency import run_in_threadpool
 from starlette.responses import RedirectResponse, Response
 
 from api import formats
-from api.errors import ApiError
 from api.schemas import Health
-from db.outage import classify
 from probes import SCHEMA_VERSION
 from survey.evidence.report import json_schema
 
@@ -19,14 +16,14 @@ def root() -> RedirectResponse:
 
 
 async def healthz(request: Request) -> Response:
+    """The service answers. It asks nothing of the store (a store that does not answer
+    never holds it up): ``store`` is what the last call to the store found, ``ok`` or
+    the outage in one line (api.pool), and ``matrix_version`` the last version read."""
     state = request.app.state
-    try:
-        version = await run_in_threadpool(state.matrix_cache.version)
-    except Exception as e:  # the database is gone or unreadable: say which part
-        problem = classify(e, state.store.describe())
-        raise ApiError(503, "store_unavailable", problem.message if problem is not None else
-                       f"{state.store.describe()} cannot be read: {type(e).__name__}")
-    body = {"status": "ok", "schema_revision": state.store.revision, "matrix_version": version}
+    problem = state.pool.problem
+    body = {"status": "ok" if problem is None else "degraded", "schema_revision": state.store.revision,
+            "matrix_version": state.matrix_cache.last_version(),
+            "store": "ok" if problem is None else problem.message}
     return Response(formats.json_bytes(body), media_type="application/json", headers={"Cache-Control": "no-store"})
 
 
@@ -36,7 +33,8 @@ def schema() -> Response:
 
 def routes(router: APIRouter) -> None:
     router.add_api_route("/", root, methods=["GET"], include_in_schema=False)
-    router.add_api_route("/healthz", healthz, methods=["GET"], summary="Is the service up and its store readable?",
+    router.add_api_route("/healthz", healthz, methods=["GET"],
+                         summary="Is the service up, and what did its store last answer?",
                          response_class=Response, responses={200: {"model": Health}})
     router.add_api_route("/schema.json", schema, methods=["GET"],
                          summary=f"JSON Schema of the probe report (v{SCHEMA_VERSION})", response_class=Response,

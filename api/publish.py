@@ -46,7 +46,7 @@ import httpx
 from api import pages
 from api.app import create_app
 from db.store import Store
-from survey.core.errors import InputError
+from survey.core.errors import InputError, StoreUnusable
 
 START = ("/matrix", "/matrix.json", "/matrix.csv", "/matrix.md", "/candidates", "/candidates.json",
          "/candidates.csv", "/candidates.md", "/changes", "/changes.json", "/changes.csv", "/changes.md",
@@ -236,6 +236,11 @@ def _crawl(store: Store, tmp: Path, result: Published, scope: str) -> None:
                 r = portal.call(http.get, f"{asked}?_size={pages.MAX_SIZE}" if path in PAGED else asked)
                 if 'rel="next"' in r.headers.get("link", ""):
                     result.skipped.append(f"{path} (the first {pages.MAX_SIZE} rows: the service pages the rest)")
+                if r.status_code in (503, 507):  # the store failed (api.errors.outage_error): no site from it
+                    reply = portal.call(http.get, f"{asked}.json" if not asked.endswith(".json") else asked)
+                    said = reply.json().get("error", {}).get("message") if reply.headers.get(
+                        "content-type", "").startswith("application/json") else None
+                    raise StoreUnusable(said or f"the store could not be read ({path}: {r.status_code})")
                 if r.status_code != 200:
                     result.skipped.append(f"{path} ({r.status_code})")
                     continue

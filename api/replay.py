@@ -23,10 +23,10 @@ from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any
 
-from starlette.concurrency import run_in_threadpool
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from api.cache import SLOT, MatrixCache, etag_matches
+from api.pool import StorePool, store_free
 
 MAX_ANSWERS = 1024
 MAX_BYTES = 256 * 1024 * 1024
@@ -42,9 +42,10 @@ class Recorded:
 
 
 class Replay:
-    def __init__(self, app: ASGIApp, cache: MatrixCache):
+    def __init__(self, app: ASGIApp, cache: MatrixCache, pool: StorePool):
         self.app = app
         self.cache = cache
+        self.pool = pool
         self.max_answers = MAX_ANSWERS
         self.max_bytes = MAX_BYTES
         self.answers: OrderedDict[tuple[Any, ...], Recorded] = OrderedDict()
@@ -52,7 +53,7 @@ class Replay:
         self.replayed = 0  # answers given from a record (a figure for tests and benchmarks)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http" or scope["method"] not in ("GET", "HEAD"):
+        if scope["type"] != "http" or scope["method"] not in ("GET", "HEAD") or store_free(scope["path"]):
             await self.app(scope, receive, send)
             return
         if_none_match = None
@@ -61,7 +62,7 @@ class Replay:
                 if_none_match = value.decode("latin-1")
                 break
         base = (scope["method"], scope.get("root_path", ""), scope["path"], scope["query_string"])
-        version = self.cache.version() if self.cache.local else await run_in_threadpool(self.cache.version)
+        version = await self.pool.run(self.cache.version)
         for matched in (True, False) if if_none_match else (False,):
             got = self.answers.get((*base, matched))
             if got is not None and got.version == version and got.epoch == self.cache.epoch \

@@ -142,8 +142,12 @@ def run_view(request: Request, fmt: str, run_id: RunId) -> Resource:
     return Resource(data, "run.html", ctx, rows=rows, columns=MODE_COLUMNS, whole=whole)
 
 
-def raw_report(request: Request, run_id: RunId) -> Response:
+async def raw_report(request: Request, run_id: RunId) -> Response:
     """The probe report exactly as it was received (e.g. to ingest it elsewhere)."""
+    return await request.app.state.pool.run(_raw_report, request, run_id)  # type: ignore[no-any-return]
+
+
+def _raw_report(request: Request, run_id: int) -> Response:
     with request.app.state.store.session() as s:
         run = get_run(s, run_id)
         if run.report is None:

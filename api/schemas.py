@@ -149,6 +149,7 @@ class UploadResponse(BaseModel):
 
 
 class Health(BaseModel):
-    status: str
+    status: str = Field(description="`ok`, or `degraded` when the last call to the store failed")
     schema_revision: str
-    matrix_version: str
+    matrix_version: str | None = Field(description="the last matrix version read (none yet: null)")
+    store: str = Field(description="`ok`, or what the last call to the store found, in one line")

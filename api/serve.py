@@ -141,6 +141,8 @@ def bind(host: str, port: int) -> socket.socket:
 def check_limits(limits: Limits) -> None:
     if limits.max_connections < 1:
         raise UsageProblem(f"--max-connections {limits.max_connections}: at least 1")
+    if limits.max_per_address < 1:
+        raise UsageProblem(f"--max-per-address {limits.max_per_address}: at least 1")
     if not limits.header_timeout_s > 0:
         raise UsageProblem(f"--header-timeout {limits.header_timeout_s:g}: more than 0 seconds")
 

@@ -26,18 +26,13 @@ from starlette.requests import Request
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from api.cache import MatrixCache
-from api.errors import ApiError, error_response
-from db.outage import FULL, READ_ONLY, Problem, classify
+from api.errors import ApiError, error_response, outage_error
+from api.pool import StorePool, store_free
+from db.outage import Problem, classify
 from db.store import Store, StoreError
 
 log = logging.getLogger("api")
-STATUS = {FULL: (507, "insufficient_storage"), READ_ONLY: (403, "read_only_store")}
 REOPEN_WAIT_S = 10.0
-
-
-def outage_error(problem: Problem) -> ApiError:
-    status, code = STATUS.get(problem.kind, (503, "store_unavailable"))
-    return ApiError(status, code, problem.message)
 
 
 def _open_fds_of(identity: tuple[int, int]) -> int:
@@ -67,8 +62,9 @@ def _wait_closed(identity: tuple[int, int], timeout: float) -> bool:
 
 
 class StoreWatch:
-    def __init__(self, app: ASGIApp, store: Store, cache: MatrixCache):
+    def __init__(self, app: ASGIApp, store: Store, cache: MatrixCache, pool: StorePool):
         self.app = app
+        self.pool = pool
         self.store = store
         self.cache = cache
         self._lock: asyncio.Lock | None = None
@@ -101,7 +97,7 @@ class StoreWatch:
             return None
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
+        if scope["type"] != "http" or store_free(scope["path"]):
             await self.app(scope, receive, send)
             return
         if self.store.replaced():
@@ -119,6 +115,11 @@ class StoreWatch:
 
         try:
             await self.app(scope, receive, tracking)
+        except ApiError as e:  # the store did not answer in time (api.pool), in a middleware
+            if started:
+                raise
+            log.warning("%s %s: %s", scope.get("method"), scope.get("path"), e.message)
+            await error_response(Request(scope, receive), e)(scope, receive, send)
         except Exception as e:
             problem = classify(e, self.store.describe())
             if problem is None or started:
@@ -127,5 +128,7 @@ class StoreWatch:
 
     async def _answer(self, scope: Scope, receive: Receive, send: Send, problem: Problem) -> None:
         log.warning("%s %s: %s", scope.get("method"), scope.get("path"), problem.message)
+        if problem.kind != "full" and problem.kind != "read_only":
+            self.pool.problem = problem
         response = error_response(Request(scope, receive), outage_error(problem))
         await response(scope, receive, send)

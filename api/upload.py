@@ -28,14 +28,11 @@ is ever stored.
 from __future__ import annotations
 
 import hmac
-import json
 from typing import Annotated
 
 import anyio
 from fastapi import APIRouter, Depends, Query, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
-from pydantic import ValidationError
-from starlette.concurrency import run_in_threadpool
 from starlette.requests import ClientDisconnect
 from starlette.responses import Response
 
@@ -47,12 +44,12 @@ from db.store import Store
 from probes import SCHEMA_VERSION
 from survey.environments import catalog as catalog_mod
 from survey.evidence.ingest import IngestResult
-from survey.evidence.report import MAX_INT, Report, out_of_bounds
+from survey.evidence.report import DEFAULT_MAX_REPORT_BYTES, MAX_INT, check_types
 from survey.flows.filing import file_report
 
 INT_MIN, INT_MAX = -MAX_INT, MAX_INT  # what every JSON reader holds exactly (survey.evidence.report.MAX_INT)
 
-DEFAULT_MAX_UPLOAD_BYTES = 8 * 1024 * 1024
+DEFAULT_MAX_UPLOAD_BYTES = DEFAULT_MAX_REPORT_BYTES
 DEFAULT_BODY_TIMEOUT_S = 60.0
 MAX_CANDIDATE = widths.NAME
 MAX_LABEL = widths.LABEL
@@ -112,35 +109,6 @@ async def read_body(request: Request, limit: int, timeout: float) -> bytes:
     return b"".join(chunks)
 
 
-def check_types(raw: bytes) -> None:
-    """422 for a report that the lenient reading (``survey.evidence.ingest``) would take but its
-    JSON Schema does not: a value of another JSON type (pydantic's lax mode turns
-    ``false`` into 0.0 and ``"3"`` into 3) or an integer outside its schema bounds
-    (``survey.evidence.report.out_of_bounds``: 32 bits for exit codes, sizes and counts the
-    store keeps in columns, +-(2**53-1) elsewhere the schema types an integer). A report
-    invalid either way is left to ``ingest``, whose message names the first field."""
-    try:
-        data = json.loads(raw)
-        Report.model_validate(data)
-    except (ValueError, RecursionError, ValidationError):
-        return
-    try:
-        Report.model_validate(data, strict=True)
-    except ValidationError as e:
-        # JSON Schema counts 3.0 as an integer; pydantic's strict mode does not.
-        errs = [x for x in e.errors() if not (x["type"] == "int_type" and isinstance(x.get("input"), float)
-                                              and x["input"].is_integer())]
-        if errs:
-            err = errs[0]
-            loc = ".".join(str(x) for x in err["loc"]) or "(root)"
-            raise ApiError(422, "invalid_report",
-                           f"{loc}: {err['msg']} (a {type(err.get('input')).__name__} was given)", field=loc)
-    wide = out_of_bounds(data)
-    if wide:
-        raise ApiError(422, "invalid_report", f"{wide}: an integer outside the bounds the report's JSON Schema "
-                       "gives it", field=wide)
-
-
 def store_report(store: Store, raw: bytes, candidate: str | None, label: str | None) -> IngestResult:
     check_types(raw)
     with store.session() as s:
@@ -191,7 +159,8 @@ async def upload(
         raw.decode("utf-8")
     except UnicodeDecodeError as e:
         raise ApiError(422, "invalid_report", f"not UTF-8 text: {e}", field=None)
-    res = await run_in_threadpool(store_report, request.app.state.store, raw, candidate, label)
+    pool = request.app.state.pool
+    res = await pool.run(store_report, request.app.state.store, raw, candidate, label, deadline_s=4 * pool.deadline_s)
     url = f"/runs/{res.run_id}"
     body = {"run_id": res.run_id, "created": res.created, "candidate": res.candidate, "url": url,
             "note": note(res, candidate)}

@@ -2,8 +2,12 @@
 
 - ``full``: the disk (or the store's quota) is full - HTTP 507, CLI exit 65;
 - ``read_only``: the store may not be written here - HTTP 403, CLI exit 65;
-- ``unreachable``: the database server cannot be reached, or the file cannot be
-  read or written (I/O error, locked past its wait) - HTTP 503, CLI exit 65.
+- ``damaged``: the SQLite file is not a database, or its pages are damaged
+  (``database disk image is malformed``) - HTTP 503, CLI exit 65;
+- ``io``: the file cannot be read or written (an I/O error, no permission to open
+  it) - HTTP 503, CLI exit 74 (EX_IOERR);
+- ``unreachable``: the database server cannot be reached, or the store is locked
+  past its wait - HTTP 503, CLI exit 65.
 
 Anything else is not an outage: :func:`classify` answers None and the caller
 reports it as it would any other error.
@@ -14,7 +18,10 @@ from __future__ import annotations
 import errno
 from dataclasses import dataclass
 
-FULL, READ_ONLY, UNREACHABLE = "full", "read_only", "unreachable"
+FULL, READ_ONLY, UNREACHABLE, DAMAGED, IO = "full", "read_only", "unreachable", "damaged", "io"
+_DAMAGED = ("database disk image is malformed", "file is not a database", "malformed database schema",
+            "btreeinitpage", "database corruption", "could not decode to utf-8")
+_IO = ("disk i/o error", "unable to open database file")
 _FULL_ERRNOS = {errno.ENOSPC, errno.EDQUOT, errno.EFBIG}
 
 
@@ -65,6 +72,11 @@ def classify(exc: BaseException, where: str = "the store") -> Problem | None:
             return Problem(UNREACHABLE, f"{where} cannot be reached: {_first_line(e)}")
         if isinstance(e, sa.DisconnectionError | sa.InterfaceError) or getattr(e, "connection_invalidated", False):
             return Problem(UNREACHABLE, f"{where} cannot be reached: {_first_line(e)}")
-        if any(t in text for t in ("unable to open database", "disk i/o error", "database is locked")):
+        if any(t in text for t in _DAMAGED):
+            return Problem(DAMAGED, f"{where} is damaged: {_first_line(e)}; restore it from a backup "
+                                    "(survey store replace)")
+        if any(t in text for t in _IO) or (isinstance(e, OSError) and e.errno in (errno.EIO, errno.EACCES)):
+            return Problem(IO, f"{where} cannot be read or written: {_first_line(e)}")
+        if "database is locked" in text:
             return Problem(UNREACHABLE, f"{where} cannot be used: {_first_line(e)}")
     return None

@@ -239,6 +239,27 @@ def make_engine(url: str, *, create: bool = True) -> Engine:
     return engine
 
 
+def _limit_time(engine: Engine, connect_s: float, statement_s: float) -> None:
+    ms = max(1, int(statement_s * 1000))
+    if engine.dialect.name == "postgresql":
+        @event.listens_for(engine, "do_connect")
+        def connect_timeout(_dialect: Any, _rec: Any, _cargs: Any, cparams: dict[str, Any]) -> None:
+            cparams["connect_timeout"] = max(2, round(connect_s))  # libpq takes whole seconds (at least 2)
+
+        @event.listens_for(engine, "connect")
+        def statement_timeout(dbapi_conn: Any, _rec: Any) -> None:
+            autocommit = dbapi_conn.autocommit
+            dbapi_conn.autocommit = True
+            try:
+                dbapi_conn.execute(f"SET statement_timeout = {ms}")
+            finally:
+                dbapi_conn.autocommit = autocommit
+    elif engine.dialect.name == "sqlite":
+        @event.listens_for(engine, "connect")
+        def busy_timeout(dbapi_conn: Any, _rec: Any) -> None:
+            dbapi_conn.execute(f"PRAGMA busy_timeout={ms}")
+
+
 # The newest migration. Opening a store already at this revision reads one row and
 # imports no Alembic (half a second of a CLI command); tests/test_db.py holds this
 # constant to Alembic's own head.
@@ -368,10 +389,13 @@ class Store:
 
     def __init__(self, url: str | None = None, *, create: bool = True):
         self.url = normalize_url(url or default_url())
+        self.timeout_s: tuple[float, float] | None = None  # (connect, statement): limit_time
         self._open(create)
 
     def _open(self, create: bool) -> None:
         self.engine = make_engine(self.url, create=create)
+        if self.timeout_s is not None:
+            _limit_time(self.engine, *self.timeout_s)
         try:
             self.revision = ensure_schema(self.engine, create=create)
             self.read_only = self._read_only()
@@ -380,6 +404,16 @@ class Store:
             raise
         self.sessions = sessionmaker(self.engine, expire_on_commit=False)
         self.identity = self._file_identity()
+
+    def limit_time(self, connect_s: float, statement_s: float) -> None:
+        """Bound the waits on the store from now on (the service): PostgreSQL's
+        ``connect_timeout`` (``connect_s``), its ``statement_timeout`` and SQLite's busy
+        timeout (``statement_s``: lock waits included). The connections open so far are
+        closed (the next ones get the limits)."""
+        self.timeout_s = (connect_s, statement_s)
+        _limit_time(self.engine, connect_s, statement_s)
+        if self.engine.dialect.name != "sqlite" or self.sqlite_file() is not None:
+            self.engine.dispose()  # (an in-memory database lives in its one connection: it is kept)
 
     def _read_only(self) -> bool:
         if self.engine.dialect.name == "sqlite":

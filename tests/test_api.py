@@ -68,6 +68,9 @@ def test_root_redirects_to_the_matrix(client: Client) -> None:
 
 
 def test_healthz_and_schema(client: Client, filled_store: Store) -> None:
+    r = client.get("/healthz")  # it asks nothing of the store: no version read yet
+    assert r.status_code == 200 and r.json()["matrix_version"] is None and r.json()["store"] == "ok"
+    assert client.get("/matrix.json").status_code == 200
     r = client.get("/healthz")
     assert r.status_code == 200
     body = r.json()

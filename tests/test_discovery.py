@@ -230,7 +230,7 @@ def test_survey_run_discovers_surveys_and_announces_only_what_is_new(hermetic_pi
     with LocalIndex(wheels) as index, Receiver() as hook:
         cat = family(tmp, index.url)
         first = survey_cli("run", "--catalog", str(cat), "--db", db, "--timeout", "20", "--no-table",
-                           "--notify", hook.url)
+                           "--notify", hook.url, "--notify-private")
         assert first.returncode == 0, first
         assert "triton: new: triton-3.10.0" in first.stderr and "1 probed" in first.stderr
         store = Store(db)
@@ -255,7 +255,7 @@ def test_survey_run_discovers_surveys_and_announces_only_what_is_new(hermetic_pi
         marker = (venv / "proton-survey.json").stat()
         fake_triton_wheel(wheels, "3.11.0", {"cupti": "ok", "rocprofiler": "ok"}, tmp / "work")  # published
         second = survey_cli("run", "--catalog", str(cat), "--db", db, "--timeout", "20", "--no-table",
-                            "--notify", hook.url)
+                            "--notify", hook.url, "--notify-private")
         assert second.returncode == 0, second
         assert "triton: new: triton-3.11.0" in second.stderr and "1 probed, 1 unchanged" in second.stderr
         assert names(store) == ["triton-3.10.0", "triton-3.11.0"]
@@ -272,7 +272,7 @@ def test_survey_run_discovers_surveys_and_announces_only_what_is_new(hermetic_pi
 
         runs_before = run_count(store)
         quiet = survey_cli("run", "--catalog", str(cat), "--db", db, "--timeout", "20", "--quiet", "--exit-code",
-                           "--notify", hook.url)
+                           "--notify", hook.url, "--notify-private")
         assert (quiet.returncode, quiet.stdout, quiet.stderr) == (0, "", "")  # nothing changed: nothing said
         assert run_count(store) == runs_before and len(hook.got) == 2 and atom_ids(store) == ids_2
         with store.session() as s:
@@ -415,7 +415,7 @@ def test_a_tracked_tag_is_one_candidate_per_digest(tmp_path: Path, images: list[
         d1 = digest_of(moving)
         with Receiver() as hook:
             r = survey_cli("run", "--catalog", str(cat), "--db", db, "--no-table", "--engine", "podman",
-                           "--notify", hook.url)
+                           "--notify", hook.url, "--notify-private")
             assert r.returncode == 0 and "1 probed" in r.stderr, r
             first = f"moving-{d1.split(':')[1][:12]}"
             store = Store(db)
@@ -429,14 +429,14 @@ def test_a_tracked_tag_is_one_candidate_per_digest(tmp_path: Path, images: list[
             assert ids_1 and len(hook.got) == 1
 
             r = survey_cli("run", "--catalog", str(cat), "--db", db, "--no-table", "--engine", "podman",
-                           "--notify", hook.url)
+                           "--notify", hook.url, "--notify-private")
             assert r.returncode == 0 and "1 unchanged" in r.stderr and len(hook.got) == 1, r  # nothing moved
 
             podman("tag", f"{IMG}:triton-3.8.0", moving)  # the tag moves
             d2 = digest_of(moving)
             assert d2 != d1
             r = survey_cli("run", "--catalog", str(cat), "--db", db, "--no-table", "--engine", "podman",
-                           "--notify", hook.url)
+                           "--notify", hook.url, "--notify-private")
             assert r.returncode == 0 and "1 probed" in r.stderr, r
             second = f"moving-{d2.split(':')[1][:12]}"
             assert f"moving: new: {second}" in r.stderr
@@ -471,14 +471,16 @@ def test_notify_needs_a_secret_and_an_http_url(tmp_path: Path, monkeypatch: pyte
     cat = tmp_path / "c.toml"
     cat.write_text('[[candidate]]\nname = "x"\npython = "/nonexistent/python3"\n')
     db = tmp_path / "s.db"
-    r = survey_cli("run", "--catalog", str(cat), "--db", f"sqlite:///{db}", "--notify", "http://127.0.0.1:1/h")
+    r = survey_cli("run", "--catalog", str(cat), "--db", f"sqlite:///{db}", "--notify", "http://127.0.0.1:1/h",
+                   "--notify-private")
     assert r.returncode == 64 and "SURVEY_WEBHOOK_SECRET" in r.stderr and len(r.stderr.strip().splitlines()) == 1
     assert not db.exists()  # refused before anything was surveyed
     monkeypatch.setenv("SURVEY_WEBHOOK_SECRET", SECRET)
     r = survey_cli("run", "--catalog", str(cat), "--db", f"sqlite:///{db}", "--notify", "ftp://127.0.0.1/h")
     assert r.returncode == 64 and "not an http(s) URL" in r.stderr and not db.exists(), r
     monkeypatch.setenv("SURVEY_WEBHOOK_BACKOFF", "soon")
-    r = survey_cli("run", "--catalog", str(cat), "--db", f"sqlite:///{db}", "--notify", "http://127.0.0.1:1/h")
+    r = survey_cli("run", "--catalog", str(cat), "--db", f"sqlite:///{db}", "--notify", "http://127.0.0.1:1/h",
+                   "--notify-private")
     assert r.returncode == 64 and "SURVEY_WEBHOOK_BACKOFF='soon'" in r.stderr and not db.exists(), r
 
 

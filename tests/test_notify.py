@@ -107,7 +107,7 @@ def test_a_receiver_that_fails_does_not_fail_the_survey(tmp_path: Path, triton_p
     db = f"sqlite:///{tmp_path / 's.db'}"
     with Receiver([500]) as down, Receiver([204]) as up:
         r = survey_cli("run", "--catalog", str(cat), "--db", db, "--timeout", "20", "--no-table", "--notify", down.url,
-                       "--notify", up.url)
+                       "--notify", up.url, "--notify-private")
         assert r.returncode == 0 and "1 probed" in r.stderr, r
         assert f"webhook {down.url}: failed after {notify.ATTEMPTS} attempt(s): the receiver answered 500" in r.stderr
         assert f"webhook {up.url}: delivered (HTTP 204)" in r.stderr
@@ -128,7 +128,7 @@ def test_a_receiver_that_fails_does_not_fail_the_survey(tmp_path: Path, triton_p
             down.url
         # the same survey again changes nothing: nothing is sent
         again = survey_cli("run", "--catalog", str(cat), "--db", db, "--timeout", "20", "--no-table", "--notify",
-                           down.url, "--notify", up.url)
+                           down.url, "--notify", up.url, "--notify-private")
         assert again.returncode == 0 and "1 unchanged" in again.stderr and "webhook" not in again.stderr, again
         assert len(down.got) == notify.ATTEMPTS and len(up.got) == 1
 
@@ -141,7 +141,8 @@ def test_with_quiet_a_failed_delivery_is_still_said(tmp_path: Path, triton_pytho
     cat.write_text(f'[[candidate]]\nname = "fake"\npython = "{triton_python}"\n')
     db = f"sqlite:///{tmp_path / 's.db'}"
     url = f"http://127.0.0.1:{closed_port()}/hook"
-    r = survey_cli("run", "--catalog", str(cat), "--db", db, "--timeout", "20", "--quiet", "--notify", url)
+    r = survey_cli("run", "--catalog", str(cat), "--db", db, "--timeout", "20", "--quiet", "--notify", url,
+                   "--notify-private")
     assert r.returncode == 0 and r.stdout == "", r
     lines = r.stderr.strip().splitlines()
     assert lines[0] == f"survey: 1 probed  (store: {db})"

@@ -97,15 +97,24 @@ def test_no_upward_or_sideways_import() -> None:
 def test_no_import_cycle_between_modules() -> None:
     """Module-level imports inside survey/ form no cycle (a function-level import may
     break one, but none is needed)."""
+    assert_no_cycle(survey_files(), top_level_only=True)
+
+
+def test_no_import_cycle_in_api() -> None:
+    """No two modules of api/ import each other, not even inside a function."""
+    assert_no_cycle(sorted((ROOT / "api").rglob("*.py")), top_level_only=False)
+
+
+def assert_no_cycle(files: list[Path], top_level_only: bool) -> None:
     names = {}
-    for path in survey_files():
+    for path in files:
         rel = path.relative_to(ROOT).with_suffix("")
         name = ".".join(rel.parts[:-1] if rel.name == "__init__" else rel.parts)
         names[name] = path
     graph = {}
     for name, path in names.items():
         deps = set()
-        for mod in imported_modules(path, top_level_only=True):
+        for mod in imported_modules(path, top_level_only=top_level_only):
             while mod and mod not in names:
                 mod = mod.rpartition(".")[0]
             if mod and mod != name and not name.startswith(mod + "."):

@@ -55,7 +55,7 @@ def open_store(db: str | None, *, create: bool = True) -> Store:
     try:
         store = store_mod.Store(db, create=create)
     except store_mod.StoreError as e:  # NewerDatabaseError, NoStoreError, ...
-        raise StoreUnusable(str(e))
+        raise StoreUnusable(str(e).strip().splitlines()[0]) from e
     _opened.append(store)
     return store
 
@@ -117,16 +117,19 @@ def _main(argv: list[str]) -> None:
         err.print("aborted")
         sys.exit(130)
     except SurveyError as e:
+        from db.outage import IO, classify
+
+        problem = classify(e.__cause__) if isinstance(e, StoreUnusable) and e.__cause__ is not None else None
         err.print(f"[bold red]error:[/] {rich_markup(e.message)}", highlight=False)
         if e.hint:
             err.print(terminal(f"  {e.hint}"), markup=False, highlight=False)
-        sys.exit(e.exit_code)
-    except Exception as e:  # the store failed mid-command: full, read-only, unreachable (db.outage)
-        from db.outage import classify
+        sys.exit(exitcodes.IO_ERROR if problem is not None and problem.kind == IO else e.exit_code)
+    except Exception as e:  # the store failed mid-command: full, read-only, damaged, unreachable (db.outage)
+        from db.outage import IO, classify
 
         problem = classify(e, _opened[-1].describe() if _opened else "the store")
         if problem is None:
             raise
         err.print(f"[bold red]error:[/] {rich_markup(problem.message)}", highlight=False)
-        sys.exit(exitcodes.INPUT)
+        sys.exit(exitcodes.IO_ERROR if problem.kind == IO else exitcodes.INPUT)
     sys.exit(rv if isinstance(rv, int) else 0)

@@ -11,7 +11,7 @@ import typer
 
 from survey.cli.app import DbOpt, TimeoutOpt, app, err, open_store, out
 from survey.core import exitcodes
-from survey.core.errors import InputError, UsageProblem, choose
+from survey.core.errors import InputError, InvalidReport, UsageProblem, choose
 from survey.render.escape import rich_markup, terminal
 
 
@@ -117,10 +117,21 @@ def ingest_cmd(
 ) -> None:
     """Store reports produced elsewhere (a GPU host, a CI job), each on the platform it ran on. Every report is
     read and checked before anything is stored; many are stored in batches of 500, one transaction each."""
+    from survey.core import names
     from survey.environments import catalog as catalog_mod
     from survey.evidence.ingest import IngestResult, identify
+    from survey.evidence.report import MAX_REPORT_BYTES_ENV, check_types, max_report_bytes
     from survey.flows.filing import file_reports
 
+    # the limits of an upload (api.upload): names, size, JSON types
+    for value, what, limit in ((candidate, "candidate", names.MAX_NAME), (label, "label", names.MAX_LABEL)):
+        why = names.problem(value, what, limit) if value is not None else None
+        if why:
+            raise UsageProblem(f"--{what}: {why}", field=what)
+    try:
+        limit = max_report_bytes()
+    except ValueError as e:
+        raise UsageProblem(str(e))
     cat = catalog_mod.load(catalog)
 
     paths: list[Path] = []
@@ -135,10 +146,15 @@ def ingest_cmd(
     idents = []
     for path in paths:
         try:
-            raw = path.read_bytes()
+            with path.open("rb") as f:
+                raw = f.read(limit + 1)
         except OSError as e:
             raise InputError(f"{path}: {e.strerror}")
+        if len(raw) > limit:
+            raise InvalidReport(f"{path}: a report may be at most {limit} bytes", field="body",
+                                hint=f"nothing was stored; the limit is {MAX_REPORT_BYTES_ENV}, as for uploads")
         try:
+            check_types(raw)
             idents.append(identify(raw))
         except InputError as e:
             raise type(e)(f"{path}: {e.message}", field=e.field, hint="nothing was stored")

@@ -89,8 +89,14 @@ def markdown() -> str:
     names = group.list_commands(ctx)  # type: ignore[attr-defined]
     commands = [(n, group.get_command(ctx, n)) for n in names]  # type: ignore[attr-defined]
     commands = [(n, c) for n, c in commands if c is not None and not c.hidden]
+    expanded: list[tuple[str, Any]] = []
+    for n, c in commands:  # a group (`survey store`): each of its commands, as `survey store backup`
+        sub = getattr(c, "commands", None)
+        expanded += [(n, c)] + ([(f"{n} {k}", v) for k, v in sub.items() if not v.hidden] if sub else [])
+    commands = expanded
     out = [HEADER, f"{_paragraphs(group.help or '')}", "", "| command | |", "|---|---|"]
-    out += [f"| [`survey {n}`](#survey-{n}) | {_cell(c.get_short_help_str(limit=300))} |" for n, c in commands]
+    out += [f"| [`survey {n}`](#survey-{n.replace(' ', '-')}) | {_cell(c.get_short_help_str(limit=300))} |"
+            for n, c in commands]
     out.append("")
     out += [_command(n, c, ctx) for n, c in commands]
     out += ["## Exit codes", "", "| code | name | |", "|---:|---|---|"]

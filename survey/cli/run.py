@@ -50,6 +50,9 @@ def run(
         help="POST what the survey changed as JSON to URL, signed (X-Survey-Signature: sha256=HMAC-SHA256 of the "
              "body under $SURVEY_WEBHOOK_SECRET); retried, recorded in the store, never failing the survey "
              "(repeatable)")] = None,
+    notify_private: Annotated[bool, typer.Option(
+        "--notify-private", help="allow --notify URLs on loopback, link-local and private addresses (a receiver on "
+                                 "this machine or its own network); refused by default")] = False,
     quiet: Annotated[bool, typer.Option(
         "--quiet", "-q", help="print nothing (no progress, no table) unless the survey changed the store")] = False,
     exit_code: Annotated[bool, typer.Option(
@@ -58,7 +61,7 @@ def run(
 ) -> None:
     """Survey every candidate of the catalog (or aorta's environments) and store the evidence."""
     err = _console(quiet)  # --quiet: nothing on stderr unless the survey changed something
-    secret = _notify().check_urls(notify) if notify else b""
+    secret = _notify().check_urls(notify, allow_private=notify_private) if notify else b""
     table = table and not quiet
     from survey.environments import catalog as catalog_mod
     from survey.render import docs_table

@@ -20,6 +20,9 @@ def serve(
                                               "worker answers what the store holds now)")] = 1,
     max_connections: Annotated[int, typer.Option(
         help="connections open at once, per process; one more is answered 503 and closed")] = 1000,
+    max_per_address: Annotated[int, typer.Option(
+        help="connections open at once from one client address, per process; one more is answered 503 and closed "
+             "(behind a reverse proxy, every connection is the proxy's: raise it to --max-connections)")] = 100,
     header_timeout: Annotated[float, typer.Option(
         help="seconds a request's head (its line and header fields) may take to arrive; then 408")] = 10.0,
 ) -> None:
@@ -43,7 +46,8 @@ def serve(
             return open_store(db)
 
     serving.serve(existing, host, port, workers,
-                  Limits(header_timeout_s=header_timeout, max_connections=max_connections),
+                  Limits(header_timeout_s=header_timeout, max_connections=max_connections,
+                         max_per_address=max_per_address),
                   say=lambda m: err.print(m, markup=False, highlight=False))
 
 

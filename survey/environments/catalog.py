@@ -8,6 +8,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from survey.core import names as names_mod
 from survey.core.errors import CatalogError
 from survey.core.names import CATALOG_PATTERN, MAX_NAME
 from survey.core.textfile import read_text
@@ -47,6 +48,14 @@ class Entry(BaseModel):
                                                         "one candidate per digest it pointed to")
     discovered_from: str | None = Field(default=None, description="set on a candidate discovery made: "
                                                                   "its family's name")
+
+    @field_validator("label")
+    @classmethod
+    def _label(cls, value: str | None) -> str | None:
+        why = None if value is None else names_mod.problem(value, "label", names_mod.MAX_LABEL)
+        if why:
+            raise ValueError(why)
+        return value
 
     @field_validator("platforms")
     @classmethod
@@ -135,16 +144,20 @@ def load(path: str | Path | None = None) -> Catalog:
     try:
         cat = Catalog.model_validate({**data, "path": str(p)})
     except ValidationError as e:
-        err = e.errors()[0]
-        loc = list(err["loc"])
-        where = ""
-        if len(loc) >= 2 and loc[0] == "candidate" and isinstance(loc[1], int):
-            entry = data["candidate"][loc[1]]
-            name = entry.get("name", f"#{loc[1] + 1}") if isinstance(entry, dict) else f"#{loc[1] + 1}"
-            where = f"candidate {name!r}" + (f", field {'.'.join(map(str, loc[2:]))}" if loc[2:] else "")
-        else:
-            where = ".".join(map(str, loc))
-        raise CatalogError(f"catalog {p}: {where}: {err['msg']}", field=".".join(map(str, loc)))
+        # every problem of the whole catalog, in one line: all are fixed before anything is probed
+        found = []
+        for err in e.errors():
+            loc = list(err["loc"])
+            if len(loc) >= 2 and loc[0] == "candidate" and isinstance(loc[1], int):
+                entry = data["candidate"][loc[1]]
+                name = entry.get("name", f"#{loc[1] + 1}") if isinstance(entry, dict) else f"#{loc[1] + 1}"
+                where = f"candidate {name!r}" + (f", field {'.'.join(map(str, loc[2:]))}" if loc[2:] else "")
+            else:
+                where = ".".join(map(str, loc))
+            found.append((where, " ".join(str(err["msg"]).split()), ".".join(map(str, loc))))
+        listed = "; ".join(f"{where}: {msg}" for where, msg, _ in found)
+        count = f"{len(found)} problems: " if len(found) > 1 else ""
+        raise CatalogError(f"catalog {p}: {count}{listed}", field=found[0][2])
     dupes = {n for n in cat.names() if cat.names().count(n) > 1}
     if dupes:
         raise CatalogError(f"catalog {p}: duplicate candidate names {sorted(dupes)}", field="candidate.name")

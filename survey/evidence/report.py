@@ -13,6 +13,7 @@ import copy
 import functools
 import hashlib
 import json
+import os
 import re
 from typing import Annotated, Any, Literal
 
@@ -608,3 +609,52 @@ def out_of_bounds(data: Any) -> str | None:
             for i, v in enumerate(value):
                 stack.append((v, [c for n in nodes for c in _children(n, defs, i)], path + (str(i),)))
     return None
+
+
+# ------------------------------------------------------------------ what any report is held to
+MAX_REPORT_BYTES_ENV = "SURVEY_MAX_UPLOAD_BYTES"
+DEFAULT_MAX_REPORT_BYTES = 8 * 1024 * 1024  # the largest report stored, by upload or `survey ingest`
+
+
+def max_report_bytes() -> int:
+    """``$SURVEY_MAX_UPLOAD_BYTES`` (a positive number of bytes), else 8 MiB: the one limit
+    the service's uploads and ``survey ingest`` hold a report to."""
+    text = os.environ.get(MAX_REPORT_BYTES_ENV)
+    if not text:
+        return DEFAULT_MAX_REPORT_BYTES
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value <= 0:
+        raise ValueError(f"{MAX_REPORT_BYTES_ENV}={text!r} is not a number of bytes")
+    return value
+
+
+def check_types(raw: bytes) -> None:
+    """:class:`InvalidReport` for a report that the lenient reading (``survey.evidence.ingest``)
+    would take but its JSON Schema does not: a value of another JSON type (pydantic's lax mode
+    turns ``false`` into 0.0 and ``"3"`` into 3) or an integer outside its schema bounds
+    (:func:`out_of_bounds`: 32 bits for exit codes, sizes and counts the store keeps in
+    columns, +-(2**53-1) elsewhere the schema types an integer). A report invalid either way
+    is left to ``ingest``, whose message names the first field."""
+    from survey.core.errors import InvalidReport
+
+    try:
+        data = json.loads(raw)
+        Report.model_validate(data)
+    except (ValueError, RecursionError, ValidationError):
+        return
+    try:
+        Report.model_validate(data, strict=True)
+    except ValidationError as e:
+        # JSON Schema counts 3.0 as an integer; pydantic's strict mode does not.
+        errs = [x for x in e.errors() if not (x["type"] == "int_type" and isinstance(x.get("input"), float)
+                                              and x["input"].is_integer())]
+        if errs:
+            err = errs[0]
+            loc = ".".join(str(x) for x in err["loc"]) or "(root)"
+            raise InvalidReport(f"{loc}: {err['msg']} (a {type(err.get('input')).__name__} was given)", field=loc)
+    wide = out_of_bounds(data)
+    if wide:
+        raise InvalidReport(f"{wide}: an integer outside the bounds the report's JSON Schema gives it", field=wide)

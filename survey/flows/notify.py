@@ -30,8 +30,10 @@ from __future__ import annotations
 import datetime as dt
 import hashlib
 import hmac
+import ipaddress
 import json
 import os
+import socket
 import threading
 import time
 from collections.abc import Callable
@@ -56,13 +58,36 @@ MAX_BACKOFF_S = 60.0
 RETRY_STATUSES = frozenset({408, 425, 429})
 
 
-def check_urls(urls: list[str]) -> bytes:
+def internal_address(host: str) -> str | None:
+    """The loopback, link-local, private or otherwise non-public address ``host`` is or
+    resolves to (a webhook must not reach this machine's or its network's own services),
+    else None. A name that does not resolve now is left to the delivery (recorded failed)."""
+    try:
+        infos = socket.getaddrinfo(host, None, proto=socket.IPPROTO_TCP)
+    except (OSError, UnicodeError):
+        return None
+    for info in infos:
+        addr = ipaddress.ip_address(str(info[4][0]).split("%", 1)[0])
+        if isinstance(addr, ipaddress.IPv6Address) and addr.ipv4_mapped is not None:
+            addr = addr.ipv4_mapped
+        if not addr.is_global or addr.is_multicast:
+            return str(addr)
+    return None
+
+
+def check_urls(urls: list[str], *, allow_private: bool = False) -> bytes:
     """The secret, once the URLs and the secret are known to be usable (else UsageProblem:
-    said before anything is surveyed)."""
+    said before anything is surveyed). A URL whose host is loopback, link-local or private
+    is refused unless ``allow_private`` (``--notify-private``)."""
     for url in urls:
         parts = urlsplit(url)
         if parts.scheme not in ("http", "https") or not parts.hostname:
-            raise UsageProblem(f"--notify {url!r}: not an http(s) URL")
+            raise UsageProblem(f"--notify {masked(url)!r}: not an http(s) URL")
+        internal = None if allow_private else internal_address(parts.hostname)
+        if internal is not None:
+            raise UsageProblem(f"--notify {masked(url)!r}: {parts.hostname} is {internal}, a loopback, link-local "
+                               "or private address", hint="a receiver on this machine or its own network: add "
+                                                          "--notify-private")
     secret = os.environ.get(SECRET_ENV, "")
     if not secret:
         raise UsageProblem(f"--notify needs a signing secret in ${SECRET_ENV} (receivers check "

@@ -511,7 +511,7 @@ def to_markdown(table: DocsTable) -> str:
             text += f" (added by {md(c['added_by'])}, {md(c['added'])})"
             lines += _wrap(text, "- ", "  ")
         lines.append("")
-        lines += [f"[{label}]: {url}" for url, label in refs.items()]
+        lines += [f"[{label}]: {escape.link_target(url)}" for url, label in refs.items()]
         out.append("\n".join(lines) + "\n")
     return "\n".join(out)
 

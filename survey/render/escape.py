@@ -14,6 +14,10 @@ rule of its medium here, so none of it acts:
 - :func:`markdown`: HTML is entities (``&lt;``), the characters that start a link,
   an image, code or emphasis are backslash-escaped, and table cells keep their
   pipes and lines; our own `code` spans (``code=True``) are kept as code spans;
+- :func:`link_target`: a URL as the target of a Markdown link or link definition:
+  every character outside the URL's own set percent-encoded (spaces, line breaks,
+  ``<``, ``>``, quotes, parentheses), so it cannot end the definition or start a
+  title, HTML or another line;
 - :func:`csv_cell`: a cell a spreadsheet would read as a formula (starting with
   ``=``, ``+``, ``-``, ``@`` or a tab) gets a leading ``'`` (OWASP's advice);
 - :func:`html_text`: shown escapes (Jinja's autoescape, which every page uses,
@@ -92,6 +96,16 @@ def markdown(text: str, *, cell: bool = False, code: bool = False) -> str:
         pos = m.end()
     out.append(_md_plain(text[pos:], cell))
     return "".join(out)
+
+
+_URL_SAFE = "/:?#[]@!$&*+,;=%~-._"
+
+
+def link_target(url: str) -> str:
+    """``url`` as a Markdown link target: only URL characters, none that ends it."""
+    from urllib.parse import quote
+
+    return quote(url, safe=_URL_SAFE).replace("(", "%28").replace(")", "%29")
 
 
 def code_spans(text: str) -> list[tuple[str, bool]]:

@@ -30,6 +30,7 @@ import subprocess
 import threading
 from typing import Any
 
+from survey.core import credentials
 from survey.core.errors import EngineUnavailable, ImageNotFound, InputError, NotAPython, ProbeFailed, Unobtainable
 from survey.environments import probe as probe_run
 from survey.evidence.identity import Resolved
@@ -163,7 +164,7 @@ class ImageLauncher:
 
     def describe(self) -> str:
         with_env = f" with {', '.join(sorted(self.env))} set" if self.env else ""
-        return f"the image {self.image} ({self.flavor}){with_env}"
+        return credentials.mask_text(f"the image {self.image} ({self.flavor}){with_env}")
 
     def env_flags(self) -> list[str]:
         """``-e NAME=VALUE`` for each baseline variable (always with a value: a bare

@@ -61,8 +61,9 @@ class PipLauncher:
         self.install_timeout = install_timeout
 
     def describe(self) -> str:
-        idx = f" from {credentials.mask_text(self.index_url)}" if self.index_url else ""
-        return f"a venv with {' '.join(self.requirements)}{idx}"
+        idx = f" from {self.index_url}" if self.index_url else ""
+        # a requirement may hold a URL too (`x --index-url https://user:pw@host/`, `pkg @ https://...`)
+        return credentials.mask_text(f"a venv with {' '.join(self.requirements)}{idx}")
 
     @property
     def pinned(self) -> bool:

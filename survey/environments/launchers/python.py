@@ -14,6 +14,7 @@ import threading
 import time
 from concurrent.futures import Future
 
+from survey.core import credentials
 from survey.core.errors import NotAPython, ProbeFailed
 from survey.environments import probe as probe_run
 from survey.evidence.identity import Resolved
@@ -51,7 +52,7 @@ class PythonLauncher:
 
     def describe(self) -> str:
         with_env = f" with {', '.join(sorted(self.env))} set" if self.env else ""
-        return f"the interpreter {self.python}{with_env}"
+        return credentials.mask_text(f"the interpreter {self.python}{with_env}")
 
     def environ(self) -> dict[str, str] | None:
         """The child's environment: None (inherit) without a baseline."""
