@@ -260,11 +260,12 @@ def test_unknown_or_missing_engine(images: list[str], store: Store, monkeypatch:
         ImageLauncher(f"{IMG}:base", engine="rkt")
     assert e.value.exit_code == 69 and "rkt" in e.value.message
 
-    # `survey run` with an engine it cannot use: reported, nothing stored for the candidate
+    # `survey run` with an engine it cannot use: stored as unobtainable, with the engine's error
     entry = Entry(name="img-base", image=f"{IMG}:base")
     outs = run_survey(store, [(0, entry)], jobs=1, settings=ProbeSettings(timeout=CHECK_TIMEOUT), engine="rkt")
-    assert [(o.status, o.run_id) for o in outs] == [("failed", None)] and "rkt" in outs[0].message
-    assert runs(store) == [] and count(store, m.Candidate) == 0
+    assert [o.status for o in outs] == ["unobtainable"] and outs[0].run_id is not None and "rkt" in outs[0].message
+    assert [r.status for r in runs(store)] == ["unobtainable"]
+    assert_nothing_complete(store)
 
     # docker: the client alone is not an engine
     docker = subprocess.run(["sh", "-c", "docker version --format '{{.Server.Version}}'"], capture_output=True)

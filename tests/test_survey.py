@@ -226,7 +226,34 @@ def test_a_backed_off_image_does_not_ask_the_container_engine(tmp_path: Path,
     entry = Entry(name="img", image=ref)
     [out] = run_survey(store, [(0, entry)], jobs=1, settings=ProbeSettings())
     assert out.status == "unobtainable" and "not retried" in out.message and asked == []
-    # tried again: the engine is asked, and its absence is the answer, as before (nothing stored)
+    # tried again: the engine is asked, and its absence is the answer, stored as unobtainable again
     [out] = run_survey(store, [(0, entry)], jobs=1, settings=ProbeSettings(retry_after_s=0))
-    assert out.status == "failed" and out.run_id is None and "no usable container engine" in out.message and asked
+    assert out.status == "unobtainable" and out.run_id is not None and asked
+    assert "no usable container engine" in out.message
     store.close()
+
+
+def test_an_image_on_a_host_without_a_container_engine_is_stored_unobtainable(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """On a host with no container engine (a PATH holding neither podman nor docker), an
+    image candidate is stored as unobtainable with the engine's real error, `survey run`
+    counts it so, and the table shows its row. (Failed first: "1 failed", nothing stored,
+    and the row was gone.)"""
+    import json
+
+    cat = tmp_path / "catalog.toml"
+    cat.write_text('[[candidate]]\nname = "rocm-img"\nlabel = "`rocm/pytorch` image"\n'
+                   'image = "registry.invalid/rocm/pytorch:latest"\n')
+    db = f"sqlite:///{tmp_path / 's.db'}"
+    empty = tmp_path / "bin"
+    empty.mkdir()
+    monkeypatch.setenv("PATH", str(empty))
+    monkeypatch.delenv("SURVEY_ENGINE", raising=False)
+    r = survey_cli("run", "--db", db, "--catalog", str(cat), "--no-table")
+    assert r.returncode == 0, r
+    assert "1 unobtainable" in r.stderr and "failed" not in r.stderr, r.stderr
+    rows = json.loads(survey_cli("table", "--db", db, "--format", "json").stdout)
+    assert [(x["candidate"], x["status"]) for x in rows] == [("rocm-img", "unobtainable")]
+    assert "no usable container engine" in rows[0]["error"] and "podman is not installed" in rows[0]["error"]
+    grid = survey_cli("table", "--db", db, "--format", "grid").stdout
+    assert "rocm/pytorch" in grid and "unobtainable here" in grid

@@ -135,8 +135,8 @@ def survey_one(
             return Outcome(name, "unobtainable", last.id,
                            f"not retried (last tried {ago}; --retry-unobtainable tries now): "
                            f"{errortext.cause(last.error, spec)}", time.monotonic() - t0)
-    report(f"obtaining {launcher.describe()}")
-    try:
+    try:  # an image's launcher asks for the container engine here: no engine is unobtainable, stored
+        report(f"obtaining {launcher.describe()}")
         resolved = launcher.obtain()
     except TargetError as e:
         return failed(e, "unobtainable")
