@@ -8,7 +8,8 @@ query string (filters, pagination, a cell's history), ``/check``, ``/diff``, ``/
 - its pages do not link to; :func:`dead_links` checks every link of every written
 page against the files written. A resource at ``/x`` is
 written as ``x/index.html`` (static servers answer ``/x`` with it), ``/x.json`` as
-``x.json``. Links with a query string (filters, pagination) have no static form
+``x.json``. Every link is relative to its page, so the site works at a host's root
+or under any path (``https://host/project/``). Links with a query string (filters, pagination) have no static form
 and are not followed; the unfiltered resources are all there. Paginated lists
 (the matrix, the candidates) are published as one page of the largest size
 (``api.pages.MAX_SIZE`` rows); a list longer than that is noted as cut.
@@ -31,6 +32,7 @@ from __future__ import annotations
 import hashlib
 import html
 import os
+import posixpath
 import re
 import shutil
 import tempfile
@@ -179,8 +181,19 @@ def _same_site(link: str) -> str | None:
     return u.path
 
 
-def _rewrite_links(page: str) -> str:
-    """Every same-site link of an HTML page pointed at its file in the site."""
+def relative_link(link: str, page: str) -> str:
+    """``link`` (a site path, ``/x/`` or ``/x.json``) relative to the file ``page`` (its
+    path under the site's root, ``matrix/index.html``): the site works wherever it is
+    hosted, at a host's root or under any path (``https://host/project/``)."""
+    rel = posixpath.relpath(link.lstrip("/") or ".", posixpath.dirname(page) or ".")
+    if link.endswith("/"):
+        rel = "./" if rel == "." else rel.rstrip("/") + "/"
+    return rel
+
+
+def _rewrite_links(text: str, page: str) -> str:
+    """Every same-site link of an HTML page (``page``: its file under the site's root)
+    pointed at its file in the site, relative to the page."""
 
     def one(m: re.Match[str]) -> str:
         link = html.unescape(m.group(2))
@@ -188,10 +201,10 @@ def _rewrite_links(page: str) -> str:
         if path is None:
             return m.group(0)
         fragment = urlsplit(link).fragment
-        new = site_link(path) + (f"#{fragment}" if fragment else "")
+        new = relative_link(site_link(path), page) + (f"#{fragment}" if fragment else "")
         return m.group(0) if new == link else f"{m.group(1)}{html.escape(new, quote=True)}{m.group(3)}"
 
-    return _ATTR.sub(one, page)
+    return _ATTR.sub(one, text)
 
 
 def _check_destination(out: Path, force: bool) -> None:
@@ -258,7 +271,7 @@ def _crawl(store: Store, tmp: Path, result: Published, scope: str) -> None:
                         target = _same_site(link)
                         if target is not None and target not in seen:
                             queue.append(target)
-                    body = _rewrite_links(r.text).encode("utf-8")
+                    body = _rewrite_links(r.text, dest.relative_to(tmp).as_posix()).encode("utf-8")
                 dest.write_bytes(body)
                 result.pages += 1
                 result.bytes += len(body)
@@ -276,8 +289,8 @@ def publish(store: Store, out: Path, scope: str = "catalog", *, force: bool = Fa
     result = Published()
     try:
         _crawl(store, tmp, result, scope)
-        (tmp / "index.html").write_text('<!doctype html><meta http-equiv="refresh" content="0; url=/matrix/">'
-                                        '<a href="/matrix/">The Availability matrix</a>\n')
+        (tmp / "index.html").write_text('<!doctype html><meta http-equiv="refresh" content="0; url=matrix/">'
+                                        '<a href="matrix/">The Availability matrix</a>\n')
         result.dead = dead_links(tmp)
         _world_readable(tmp)
         if out.exists():

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import http.server
 import json
 import socket
 import subprocess
@@ -9,7 +10,7 @@ import sys
 import time
 from html.parser import HTMLParser
 from pathlib import Path
-from urllib.parse import urlsplit
+from urllib.parse import urljoin, urlsplit
 
 import httpx
 import pytest
@@ -78,9 +79,9 @@ def test_published_site_serves_every_page_and_link(filled_store: Store, static_s
                 parser = Links()
                 parser.feed(resp.text)
                 for link in parser.links:
-                    u = urlsplit(link)
+                    u = urlsplit(urljoin(str(resp.url), link))
                     assert not u.query and not is_interactive(u.path), (path, link)
-                    if not (u.scheme or u.netloc) and u.path.startswith("/"):
+                    if u.netloc == urlsplit(base).netloc:
                         todo.append(u.path)
         assert any(p.startswith("/runs/") for p in seen) and any(p.startswith("/candidates/") for p in seen)
         rid = matrix["rows"][0]["run_id"]
@@ -176,3 +177,67 @@ def test_publish_prints_one_line(filled_store: Store, tmp_path: Path) -> None:
     assert r.returncode == 0, r.stderr
     lines = [ln for ln in r.stderr.splitlines() if ln.strip()]
     assert len(lines) == 1 and lines[0].startswith(f"{tmp_path / 'site'}: ") and "files" in lines[0], r.stderr
+
+
+class _UnderSubpath(http.server.SimpleHTTPRequestHandler):
+    """A static server that serves its directory under /sub/path/ only, as a docs host
+    (GitHub Pages: https://host/project/) serves a site: anything else is 404."""
+
+    PREFIX = "/sub/path"
+
+    def translate_path(self, path: str) -> str:
+        if not (path == self.PREFIX or path.startswith(self.PREFIX + "/")):
+            return str(Path(self.directory) / "__outside_the_site__")
+        return super().translate_path(path[len(self.PREFIX):] or "/")
+
+    def log_message(self, format: str, *args: object) -> None:  # noqa: A002 (the stdlib's name)
+        pass
+
+
+def test_the_published_site_works_under_a_subpath(filled_store: Store, tmp_path: Path) -> None:
+    """Published, then served under /sub/path/ by a static server on 127.0.0.1: every
+    link and asset of every page reached from the site's root answers 200 under the
+    subpath, the stylesheet included. (Failed first: the pages linked /matrix,
+    /static/style.css, ... at the host's root: dead links and no styles.)"""
+    import functools
+    import threading
+
+    site = tmp_path / "site"
+    assert survey_cli("publish", str(site), "--db", filled_store.url).returncode == 0
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0),
+                                             functools.partial(_UnderSubpath, directory=str(site)))
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    root = f"http://127.0.0.1:{server.server_address[1]}/sub/path/"
+    try:
+        with httpx.Client(follow_redirects=True, timeout=10) as c:
+            todo, seen, dead, assets = [root, root + "matrix/"], set(), [], 0
+            while todo:
+                url = todo.pop()
+                if url in seen:
+                    continue
+                seen.add(url)
+                resp = c.get(url)
+                if resp.status_code != 200:
+                    dead.append(url)
+                    continue
+                if "text/html" not in resp.headers.get("content-type", ""):
+                    continue
+                parser = Links()
+                parser.feed(resp.text)
+                for link in parser.links:
+                    target = urljoin(str(resp.url), link)
+                    u = urlsplit(target)
+                    if u.netloc != urlsplit(root).netloc:
+                        continue
+                    assets += link.endswith(".css")
+                    todo.append(target.split("#")[0])
+            css = c.get(root + "matrix/").text
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join()
+    assert dead == [], dead[:20]
+    assert len(seen) > 20 and assets > 10
+    assert any("/sub/path/runs/" in u for u in seen) and any("/sub/path/candidates/" in u for u in seen)
+    assert 'href="../static/style.css"' in css
