@@ -109,3 +109,72 @@ def test_the_documented_schedules_run_the_script() -> None:
     helptext = survey_cli("run", "--help").stdout
     for flag in ("--quiet", "--exit-code", "--no-table", "--catalog", "--notify"):
         assert flag in helptext, flag
+
+
+def _expand(value: str, workspace: Path) -> str:
+    """A workflow value as GitHub Actions expands it here: the workspace, and no vars or secrets."""
+    value = value.replace("${{ github.workspace }}", str(workspace))
+    return re.sub(r"\$\{\{\s*(vars|secrets)\.[A-Za-z_]+\s*\}\}", "", value)
+
+
+def test_the_shipped_workflow_runs_as_shipped(tmp_path: Path) -> None:
+    """docs/github-actions-survey.yml, step by step as shipped, in a clone of a repository
+    holding this checkout's README.md and docs/ (its remote a bare repository on disk): the
+    survey, then the commit of its docs page, pushed. Its actions (`uses:`) are GitHub's; the
+    install step is this test's own interpreter. (Failed first: SURVEY_PAGE was README.md,
+    which has no table markers: exit 65.)"""
+    import shutil
+
+    flow = yaml.safe_load((ROOT / "docs" / "github-actions-survey.yml").read_text())
+    job = flow["jobs"]["survey"]
+    origin, work = tmp_path / "origin.git", tmp_path / "work"
+    seed = tmp_path / "seed"
+    (seed / "docs").mkdir(parents=True)
+    shutil.copy(ROOT / "README.md", seed / "README.md")
+    for doc in (ROOT / "docs").iterdir():
+        if doc.is_file():
+            shutil.copy(doc, seed / "docs" / doc.name)
+    git = ["git", "-c", "user.name=t", "-c", "user.email=t@t", "-c", "init.defaultBranch=main"]
+    subprocess.run([*git, "init", "-q", "--bare", str(origin)], check=True)
+    subprocess.run([*git, "init", "-q", str(seed)], check=True)
+    subprocess.run([*git, "-C", str(seed), "add", "."], check=True)
+    subprocess.run([*git, "-C", str(seed), "commit", "-qm", "seed"], check=True)
+    subprocess.run([*git, "-C", str(seed), "push", "-q", str(origin), "HEAD:main"], check=True)
+    subprocess.run([*git, "clone", "-q", str(origin), str(work)], check=True)
+
+    wheels = tmp_path / "wheels"
+    fake_triton_wheel(wheels, "3.10.0", {"cupti": "ok"}, tmp_path / "fake")
+    base = {k: v for k, v in os.environ.items() if not k.startswith(("PIP_", "SURVEY_", "GIT_"))}
+    env = {**base, **{k: _expand(str(v), work) for k, v in job["env"].items()}}
+    (work / ".survey").mkdir()
+    bindir = tmp_path / "bin"  # `survey` on PATH, as `pip install -e .` leaves it
+    bindir.mkdir()
+    (bindir / "survey").write_text(f'#!/bin/sh\nexec "{sys.executable}" -m survey "$@"\n')
+    (bindir / "survey").chmod(0o755)
+    env["PATH"] = f"{bindir}:{env.get('PATH', '')}"
+    env["PYTHONPATH"] = str(ROOT)
+    env["PIP_CONFIG_FILE"] = os.devnull
+    ran = []
+    with LocalIndex(wheels) as index:
+        catalog = tmp_path / "catalog.toml"
+        catalog.write_text(f'[[candidate]]\nname = "triton"\nlabel = "Triton {{version}}"\npip = "triton"\n'
+                           f'versions = ">=3.10"\nindex_url = "{index.url}"\n')
+        env.update(SURVEY_CATALOG=str(catalog), SURVEY_ARGS="--timeout 20 --jobs 1")
+        for step in job["steps"]:
+            if "run" not in step or step["name"] == "Install proton-survey":
+                continue
+            cond = step.get("if")
+            if cond == "hashFiles('_site/index.html') != ''" and not (work / "_site" / "index.html").exists():
+                continue
+            r = subprocess.run(["bash", "-e", "-c", _expand(step["run"], work)], cwd=work, env=env,
+                               capture_output=True, text=True, timeout=600)
+            assert r.returncode == 0, (step["name"], r.stdout, r.stderr)
+            ran.append(step["name"])
+    assert ran == ["Survey (stops quietly when nothing changed)", "Commit the docs page"]
+    log = subprocess.run(["git", "-C", str(origin), "log", "--format=%s", "-1", "--stat", "main"],
+                         capture_output=True, text=True, check=True).stdout
+    assert log.startswith("Availability table: new evidence from proton-survey"), log
+    assert env["SURVEY_PAGE"] in log, log
+    pushed = subprocess.run(["git", "-C", str(origin), "show", f"main:{env['SURVEY_PAGE']}"],
+                            capture_output=True, text=True, check=True).stdout
+    assert "| Triton 3.10.0 " in pushed
