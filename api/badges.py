@@ -3,9 +3,10 @@
 The SVG is a flat two-part badge drawn here (no external service, no script); the
 JSON is a shields.io *endpoint* document (``schemaVersion``, ``label``, ``message``,
 ``color``), so a docs page can show a live cell through shields.io. The message is
-the cell's verdict (accepted, refused, absent, unknown, unstable), "stub-derived"
-where the answer came from a stub library, or "not measured"; where platforms
-disagree it says so, and ``?platform=KEY`` picks one. Cached per matrix version.
+the cell in the words of every other surface (``survey.verdicts.vocabulary.say``:
+"cannot run: runtime library missing here; supported by the build (stub-derived)"),
+or "not measured"; where platforms disagree it says so, and ``?platform=KEY`` picks
+one. Cached per matrix version.
 
 Badges are images to embed, not API resources: they are left out of the OpenAPI
 document (docs/service.md lists them).
@@ -27,11 +28,10 @@ from db import widths
 from probes import outcomes as O
 from survey.evidence import queries
 from survey.verdicts import matrix as survey_matrix
+from survey.verdicts import vocabulary
 
-COLORS = {"accepted": "#2e7d32", "refused": "#c62828", "absent": "#6d6d6d", "unknown": "#b58900",
-          "unstable": "#ef6c00", "mixed": "#6a1b9a", "not measured": "#9e9e9e"}
-SHIELDS = {"accepted": "success", "refused": "critical", "absent": "inactive", "unknown": "yellow",
-           "unstable": "orange", "mixed": "blueviolet", "not measured": "lightgrey"}
+MIXED = ("#6a1b9a", "blueviolet")
+NOT_MEASURED = ("#9e9e9e", "lightgrey")
 
 
 def cell(store: Any, candidate: str, backend: str, mode: str, platform: str | None) -> dict[str, Any]:
@@ -40,20 +40,17 @@ def cell(store: Any, candidate: str, backend: str, mode: str, platform: str | No
             raise ApiError(404, "not_found", f"no candidate named {candidate!r} in the store", field="candidate")
         rows = [r for r in survey_matrix.matrix(s, backend=backend, mode=mode, candidate=candidate, scope="all")
                 if platform is None or r.get("platform") == platform]
-    words = set()
-    for r in rows:
-        word = "unstable" if r["outcome"] == O.UNSTABLE else r["verdict"]
-        words.add(f"{word} (stub-derived)" if r.get("verdict_source") == "stub" and word in ("accepted", "refused")
-                  else word)
-    if not words:
-        message, key = "not measured", "not measured"
-    elif len(words) == 1:
-        message = next(iter(words))
-        key = message.split(" ")[0]
+    said = {(r["here"], vocabulary.say(r)) for r in rows if vocabulary.term(r.get("here")) is not None}
+    if not said:
+        message, (hexc, shields) = "not measured", NOT_MEASURED
+    elif len(said) == 1:
+        here, message = next(iter(said))
+        t = vocabulary.HERE[here]
+        hexc, shields = t.hex, t.shields
     else:
-        message, key = "differs by platform", "mixed"
-    return {"schemaVersion": 1, "label": f"{backend} {mode}", "message": message, "color": SHIELDS[key],
-            "hex": COLORS[key], "platforms": sorted({r["platform"] for r in rows if r.get("platform")})}
+        message, (hexc, shields) = "differs by platform", MIXED
+    return {"schemaVersion": 1, "label": f"{backend} {mode}", "message": message, "color": shields,
+            "hex": hexc, "platforms": sorted({r["platform"] for r in rows if r.get("platform")})}
 
 
 def svg(label: str, message: str, color: str) -> bytes:

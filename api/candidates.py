@@ -37,6 +37,7 @@ from survey.core import credentials, errortext
 from survey.core.errors import UnknownTarget
 from survey.evidence import queries
 from survey.verdicts import modes as survey_verdicts
+from survey.verdicts.answers import runs_here
 
 LIST_COLUMNS = ["name", "label", "kind", "scope", "platform", "status", "runs", "latest_run", "latest_date",
                 "triton_version", "last_attempt", "last_attempt_date", "tries", "last_error"]
@@ -113,6 +114,12 @@ def _find(s: Session, name: str, fmt: str) -> tuple[m.Candidate, str]:
     return cand, fmt
 
 
+def _with_here(run: m.Run, v: survey_verdicts.ModeVerdict) -> dict[str, Any]:
+    """A verdict with the matrix's ``here`` and ``cause`` (survey.verdicts.answers.runs_here)."""
+    here, cause = runs_here(run, v.backend, v.mode, v)
+    return {**asdict(v), "here": here, "cause": cause}
+
+
 def candidate_view(
     request: Request,
     fmt: str,
@@ -137,7 +144,7 @@ def candidate_view(
         latest_data = None
         if latest is not None:
             latest_data = {**run_summary(latest), "provenance": queries.provenance(latest),
-                           "verdicts": [asdict(v) for v in verdicts]}
+                           "verdicts": [_with_here(latest, v) for v in verdicts]}
         page = pages.page_after(request, [run_summary(r) for r in runs], size, total, "id")
         info = {"name": cand.name, "label": cand.label, "kind": cand.kind, "scope": cand.scope,
                 "spec": credentials.mask(cand.spec),

@@ -17,6 +17,7 @@ from markupsafe import escape as html_escape
 
 from probes import outcomes as O
 from survey.render import escape
+from survey.verdicts import vocabulary
 
 TEMPLATES = Path(__file__).with_name("templates")
 STATIC = Path(__file__).with_name("static")
@@ -37,21 +38,35 @@ def outcome_class(outcome: Any) -> str:
     return f"o-{outcome}" if outcome in O.OUTCOMES else "o-none"
 
 
-VERDICT_MARKS = {"accepted": "✓", "refused": "✗", "absent": "✗", "unknown": "?"}
+def here_class(cell: Any) -> str:
+    """A cell's colour class, by its verdict here (``survey.verdicts.vocabulary.HERE``):
+    ``c-runs`` green, ``c-cannot_run`` red, ``c-not_enough_evidence`` grey; the same
+    on /matrix, an environment's page and /check."""
+    t = vocabulary.term(cell.get("here") if isinstance(cell, dict) else cell)
+    return f"c-{t.key}" if t is not None else "c-none"
 
 
-def verdict_class(cell: Any) -> str:
-    """A matrix cell's colour, by its verdict (the outcome is its detail): ``c-accepted``
-    green, ``c-refused`` and ``c-absent`` red, ``c-unknown`` grey, and amber
-    ``c-unstable`` for an unknown whose attempts disagreed."""
-    verdict = cell.get("verdict") if isinstance(cell, dict) else None
-    if verdict == "unknown" and cell.get("outcome") == O.UNSTABLE:
-        return "c-unstable"
-    return f"c-{verdict}" if verdict in VERDICT_MARKS else "c-none"
+def here_mark(cell: Any) -> str:
+    t = vocabulary.term(cell.get("here") if isinstance(cell, dict) else cell)
+    return t.mark if t is not None else "·"
 
 
-def verdict_mark(verdict: Any) -> str:
-    return VERDICT_MARKS.get(verdict, "·")
+def here_words(cell: Any) -> str:
+    t = vocabulary.term(cell.get("here") if isinstance(cell, dict) else cell)
+    return t.words if t is not None else "—"
+
+
+def cell_words(cell: Any) -> str:
+    """The cell in words, both facts where they differ (``survey.verdicts.vocabulary.say``)."""
+    return vocabulary.say(cell) if isinstance(cell, dict) else ""
+
+
+def cause_words(cause: Any) -> str:
+    return vocabulary.CAUSES.get(cause or "", str(cause or ""))
+
+
+def build_words(cell: Any) -> str:
+    return vocabulary.build_words(cell.get("verdict"), cell.get("verdict_source") or cell.get("source")) or "—"
 
 
 def wbr(text: Any) -> Markup:
@@ -122,9 +137,11 @@ def env(undefined: type[Undefined] = Undefined) -> Environment:
     e = Environment(loader=FileSystemLoader(str(TEMPLATES)), autoescape=True, undefined=undefined,
                     trim_blocks=True, lstrip_blocks=True, auto_reload=False, finalize=shown)
     e.filters.update(q=q, outcome_class=outcome_class, day=day, mode_text=mode_text, mode_label=mode_label,
-                     pretty=pretty, yesno=yesno, code=code_spans, verdict_class=verdict_class,
-                     verdict_mark=verdict_mark, wbr=wbr, mode_short=mode_short)
-    e.globals.update(qs=qs, anchor=anchor, capture_anchor=capture_anchor, OUTCOMES=O.OUTCOMES, BACKENDS=O.BACKENDS)
+                     pretty=pretty, yesno=yesno, code=code_spans, here_class=here_class,
+                     here_mark=here_mark, here_words=here_words, cell_words=cell_words, cause_words=cause_words,
+                     build_words=build_words, wbr=wbr, mode_short=mode_short)
+    e.globals.update(qs=qs, anchor=anchor, capture_anchor=capture_anchor, OUTCOMES=O.OUTCOMES, BACKENDS=O.BACKENDS,
+                     VOCABULARY=vocabulary)
     return e
 
 

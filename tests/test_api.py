@@ -35,6 +35,8 @@ from survey.flows.run import ProbeSettings, survey_one
 from survey.verdicts import diff as survey_diff
 from survey.verdicts import matrix as survey_matrix
 from survey.verdicts import modes as survey_verdicts
+from survey.verdicts import vocabulary
+from survey.verdicts.answers import runs_here
 from tests.conftest import Clock, report_bytes, survey_cli
 from tests.helpers.api import TOKEN, Client, Text, assert_error
 
@@ -216,10 +218,10 @@ def test_matrix_html_cells(client: Client, filled_store: Store) -> None:
                    f"&platform={row['platform'].replace(':', '%3A')}")
         cell = by_history[history]
         assert f"o-{row['outcome']}" in cell["class"]
-        colour = "c-unstable" if row["outcome"] == O.UNSTABLE else f"c-{row['verdict']}"
-        assert [c for c in cell["class"] if c.startswith("c-")] == [colour]  # coloured by its verdict
+        assert [c for c in cell["class"] if c.startswith("c-")] == [f"c-{row['here']}"]  # coloured as check says
         text = squash(cell["text"])
-        assert row["outcome"] in text and row["verdict"] in text
+        assert f"Outcome {row['outcome']}" in cell["title"] and vocabulary.HERE[row["here"]].words in text
+        assert vocabulary.CAUSES.get(row["cause"] or "", "") in text
         assert bare(f"run #{row['run_id']}, {row['date'][:10]}") in bare(page.text)  # the row: its run and date
         assert ("stub-derived" in text) == (row["verdict_source"] == "stub")
         assert ("is-stub" in cell["class"]) == (row["verdict_source"] == "stub")
@@ -242,22 +244,28 @@ def test_matrix_html_cells(client: Client, filled_store: Store) -> None:
     assert r.headers["x-content-type-options"] == "nosniff"
 
 
-def test_a_cell_is_coloured_by_its_verdict_not_its_outcome(client: Client) -> None:
-    """3.8.0's rocprofiler pcsampling (refused) and periodic_flushing (accepted) share their
-    outcome (library_missing; both stub-derived): one is red, the other green."""
+def test_a_cell_says_whether_it_runs_here_and_what_the_build_says(client: Client) -> None:
+    """3.8.0's rocprofiler periodic_flushing and pcsampling share their outcome
+    (library_missing, both answered through the stub library): neither runs here, as
+    `survey check` says, so both are "cannot run", red; periodic_flushing also says that
+    the build supports it, pcsampling that the build refuses it. A stub-derived cell is
+    never "runs". (Failed first: periodic_flushing was painted green "accepted".)"""
     page = Text(client.get("/matrix?candidate=triton-3.8.0&backend=rocprofiler").text)
     by_mode = {c["href"].rsplit("#", 1)[1]: c for c in page.cells if c["href"]}
     refused, accepted = by_mode["check-rocprofiler-pcsampling"], by_mode["check-rocprofiler-periodic_flushing"]
     assert "o-library_missing" in refused["class"] and "o-library_missing" in accepted["class"]
-    assert "c-refused" in refused["class"] and "c-accepted" in accepted["class"]
+    assert "c-cannot_run" in refused["class"] and "c-cannot_run" in accepted["class"]
+    said = squash(accepted["text"])
+    assert "cannot run" in said and "runtime library missing here" in said and "supported by the build" in said
+    assert "accepted" not in said.replace("supported", "") and "runs" not in said.replace("cannot run", "")
+    assert "mode refused by the build" in squash(refused["text"]) and "stub-derived" in squash(refused["text"])
+    for r in client.get("/matrix.json").json()["rows"]:
+        assert not (r["verdict_source"] == "stub" and r["here"] == "runs"), r
     css = client.get("/static/style.css").text
     colour = {v: re.search(rf"table\.matrix td\.cell\.c-{v} \{{ background-color: (#[0-9a-f]{{6}}); }}", css)
-              for v in ("accepted", "refused", "absent", "unknown", "unstable")}
+              for v in vocabulary.HERE}
     assert all(colour.values()), colour
-    fills = {v: m.group(1) for v, m in colour.items() if m}
-    assert fills["refused"] == fills["absent"] and len({fills["accepted"], fills["refused"], fills["unknown"],
-                                                         fills["unstable"]}) == 4
-
+    assert len({m.group(1) for m in colour.values() if m}) == 3
 
 
 def test_labels_show_their_code_spans_as_code(store: Store, make_client: Any) -> None:
@@ -389,7 +397,9 @@ def test_candidate_page(client: Client, filled_store: Store) -> None:
     assert body["latest"]["id"] == rid and body["latest"]["triton_version"] == "3.8.0"
     assert [r["id"] for r in body["runs"]] == [rid]
     with filled_store.session() as s:
-        want = [v.__dict__ for v in survey_verdicts.run_verdicts(queries.get_run(s, rid))]
+        run = queries.get_run(s, rid)
+        want = [{**v.__dict__, **dict(zip(("here", "cause"), runs_here(run, v.backend, v.mode, v), strict=True))}
+                for v in survey_verdicts.run_verdicts(run)]
     assert body["latest"]["verdicts"] == json.loads(json.dumps(want))
     page = Text(client.get("/candidates/triton-3.8.0").text).text
     assert f"run #{rid}" in page and "stub-derived" in page and "2026-12-02" in page
@@ -576,15 +586,18 @@ def test_the_check_page_says_what_survey_check_says(client: Client, filled_store
                      "--platform", "none:x86_64", "--db", filled_store.url)
     html = client.get(f"/check?{query}").text
     page = bare(Text(html).text)
-    assert bare("cannot run it: triton-3.8.0 with backend rocprofiler, mode pcsampling (mode_refused)") in page
+    assert bare("✗ cannot run: triton-3.8.0 with backend rocprofiler, mode pcsampling (mode refused by the build)") \
+        in page
+    assert cli.stdout.startswith("✗ cannot run: triton-3.8.0 with backend=rocprofiler mode=pcsampling "
+                                 "(mode refused by the build)")
     said = {ln.split(":", 1)[0].strip(): ln.split(":", 1)[1].strip() for ln in cli.stdout.splitlines()[1:]}
     for question in ("backend present", "mode accepted", "library loads"):
         answer, basis = said[question].split(" - ", 1)  # "no [stub] - how it is known"
         assert bare(f"{question} {answer} {basis}") in page, (question, page)
     assert bare(f"fix {said['fix']}") in page and bare(f"reason {said['reason']}") in page
-    # the verdict alone carries its colour (class v-*); the answer around it is text to read
-    assert '<strong class="verdict-word v-cannot_run">' in html and 'class="verdict-box vb-cannot_run"' in html
-    assert html.count('class="v-') == 0 and html.count(" v-cannot_run") == 1
+    # the verdict alone carries its colour (the matrix cell's class, c-*); the answer around it is text to read
+    assert '<strong class="verdict-word c-cannot_run">' in html and 'class="verdict-box vb-cannot_run"' in html
+    assert html.count('class="v-') == 0 and html.count("c-cannot_run") == 1
     assert "<code>librocprofiler-sdk.so</code>" in html  # code spans as code
 
 

@@ -138,19 +138,22 @@ def test_matrix_cell_leads_to_its_evidence(served: Served, page: Any) -> None:
     cell = row.locator("td.cell", has=page.locator('a[href$="#check-rocprofiler-pcsampling"]'))
     assert cell.count() == 1
     text = " ".join(cell.inner_text().split())
-    assert "library_missing" in text and "refused" in text
+    assert "cannot run" in text and "mode refused by the build" in text
+    assert "Outcome library_missing" in (cell.get_attribute("title") or "")
     assert "2026-12-02" in row.locator("th.cand").inner_text()  # the row's run and its date
     assert cell.locator(".stub-mark").is_visible()
     assert "stub-derived" in cell.locator(".stub-mark").inner_text()
-    # Coloured by verdict (the outcome is the detail): refused is the key's red.
-    key = page.locator(".legend summary.key .c-refused")
+    # Coloured by whether it runs here (the outcome is the detail): cannot run is the key's red.
+    key = page.locator(".legend summary.key .c-cannot_run:not(.is-stub)")
     assert key.is_visible() and background(cell) == background(key) != "rgba(0, 0, 0, 0)"
     no_gpu = row.locator("td.cell", has=page.locator('a[href$="#check-cupti"]'))
-    assert "no_gpu" in no_gpu.inner_text() and background(no_gpu) == background(page.locator(".key .c-unknown"))
+    grey = background(page.locator(".key .c-not_enough_evidence"))
+    assert "no GPU here" in no_gpu.inner_text() and background(no_gpu) == grey
     assert background(no_gpu) != background(cell)
     # Live answers carry no stub marker.
     refused_live = row.locator("td.cell", has=page.locator('a[href$="#check-roctracer-pcsampling"]'))
-    assert "unsupported_mode" in refused_live.inner_text() and refused_live.locator(".stub-mark").count() == 0
+    assert "Outcome unsupported_mode" in (refused_live.get_attribute("title") or "")
+    assert refused_live.locator(".stub-mark").count() == 0
 
     cell.locator("a").first.click()  # the evidence (then its history link)
     page.wait_for_url(f"**/runs/{served.ids['triton-3.9.0']}#check-rocprofiler-pcsampling")
@@ -177,8 +180,8 @@ def test_a_working_check_leads_to_its_capture(served: Served, page: Any) -> None
     page.goto(f"{served.base}/matrix")
     cell = page.locator(f'tr[data-candidate="{H200}"] td.cell', has=page.locator('a[href$="#check-cupti"]'))
     text = " ".join(cell.inner_text().split())
-    assert "accepted ok" in text and "capture: ok, 50 kernels" in text
-    assert background(cell) == background(page.locator(".key .c-accepted:not(.is-stub)"))
+    assert "✓ runs" in text and "capture: ok, 50 kernels" in text
+    assert background(cell) == background(page.locator(".key .c-runs"))
     assert cell.locator(".stub-mark").count() == 0
     cell.locator("a").first.click()
     page.wait_for_url(f"**/runs/{served.ids[H200]}#check-cupti")
@@ -237,7 +240,7 @@ def test_evidence_holding_script_renders_as_text(served: Served, page: Any) -> N
     page.locator("details.rows summary").click()
     assert page.get_by_text("not recognised: <b>bold</b> failure").first.is_visible()
     title = page.locator(f'tr[data-candidate="{DOUBLE}"] td.cell').first.get_attribute("title")
-    assert title == "not recognised: <b>bold</b> failure"
+    assert title == "cannot run: an unrecognised error. Outcome error: not recognised: <b>bold</b> failure"
     assert page.evaluate("typeof window.__xss") == "undefined"
     assert page.dialogs == []
 
@@ -264,7 +267,7 @@ def shots(tmp_path: Path) -> Path:
     return where
 
 
-ROWS_ON_A_LAPTOP = 7  # rows of the matrix in view at 1400x900 before any scrolling
+ROWS_ON_A_LAPTOP = 5  # rows of the matrix in view at 1400x900 before any scrolling (a cell says two facts)
 
 
 @pytest.mark.browser
@@ -311,16 +314,18 @@ def test_matrix_page_geometry(served: Served, browser: Any, width: int, tmp_path
         ctx.close()
 
 
-def test_stub_derived_cells_are_striped_and_coloured_by_their_verdict(served: Served, page: Any) -> None:
+def test_stub_derived_cells_are_striped_and_never_run(served: Served, page: Any) -> None:
     """3.8.0's rocprofiler pcsampling (refused) and periodic_flushing (accepted): the same
-    outcome (library_missing, stub-derived), one red and one green, both striped."""
+    outcome (library_missing, stub-derived); neither runs here, so both are red and
+    striped, and periodic_flushing says that the build supports it."""
     page.goto(f"{served.base}/matrix")
     row = page.locator('tr[data-candidate="triton-3.8.0"]')
     refused = row.locator("td.cell", has=page.locator('a[href$="#check-rocprofiler-pcsampling"]'))
     accepted = row.locator("td.cell", has=page.locator('a[href$="#check-rocprofiler-periodic_flushing"]'))
-    assert "library_missing" in refused.inner_text() and "library_missing" in accepted.inner_text()
-    assert background(refused) == background(page.locator(".key .c-refused"))
-    assert background(accepted) == background(page.locator(".key .c-accepted:not(.is-stub)"))
+    assert all("Outcome library_missing" in (c.get_attribute("title") or "") for c in (refused, accepted))
+    red = background(page.locator(".key .c-cannot_run:not(.is-stub)"))
+    assert background(refused) == red and background(accepted) == red
+    assert "supported by the build" in accepted.inner_text() and "supported" not in refused.inner_text()
     stripes = "e => getComputedStyle(e).backgroundImage"
     assert "repeating-linear-gradient" in refused.evaluate(stripes) == accepted.evaluate(stripes)
 
@@ -341,9 +346,9 @@ def test_the_check_page_colours_the_verdict_alone(served: Served, browser: Any, 
     try:
         pg.goto(f"{served.base}/check?target=triton-3.9.0&backend=rocprofiler&mode=pcsampling")
         word = pg.locator(".verdict-word")
-        assert word.inner_text() == "cannot run it"
+        assert word.inner_text() == "✗ cannot run"
         body = pg.evaluate("getComputedStyle(document.body).color")
-        assert word.evaluate("e => getComputedStyle(e).color") != body  # the verdict in its colour
+        assert word.locator(".verdict").evaluate("e => getComputedStyle(e).color") != body  # in its colour
         for what in (".facts dd.reason", "table.answers td"):
             el = pg.locator(what).first
             assert el.evaluate("e => getComputedStyle(e).color") == body, what  # the rest as plain text
@@ -352,3 +357,52 @@ def test_the_check_page_colours_the_verdict_alone(served: Served, browser: Any, 
         pg.screenshot(path=str(shots(tmp_path) / "check-1400.png"), full_page=True)
     finally:
         ctx.close()
+
+
+def _said(el: Any) -> tuple[str, str, str]:
+    """(the verdict's words, its colour class, its background) of a cell as shown."""
+    word = el.locator(".verdict").first.inner_text().strip()
+    cls = [c for c in (el.get_attribute("class") or "").split() if c.startswith("c-")]
+    return word, " ".join(cls), el.evaluate("e => getComputedStyle(e).backgroundColor")
+
+
+@pytest.mark.parametrize("name", ["triton-3.8.0", H200])
+def test_matrix_environment_page_and_check_say_the_same_verdict(served: Served, browser: Any, name: str) -> None:
+    """/matrix, the environment's page and /check, for every cell of one environment: the
+    same verdict words and the same colour class (and colour); a stub-derived cell is never
+    "runs". (Failed first: /matrix painted stub-derived cells green "accepted" where /check
+    said "cannot run it".)"""
+    import httpx
+
+    rows = [r for r in httpx.get(f"{served.base}/matrix.json", params={"candidate": name}).json()["rows"]
+            if r["status"] == "measured"]
+    assert len(rows) == 14
+    ctx = browser.new_context(viewport={"width": 1400, "height": 900})
+    pg = ctx.new_page()
+    try:
+        pg.goto(f"{served.base}/matrix")
+        matrix: dict[tuple[str, str], tuple[str, str, str]] = {}
+        for cell in pg.locator(f'tr[data-candidate="{name}"] td.cell[data-backend]').all():
+            said = _said(cell)
+            for mode in (cell.get_attribute("data-modes") or "").split():
+                matrix[(cell.get_attribute("data-backend") or "", mode)] = said
+        pg.goto(f"{served.base}/candidates/{name}")
+        env_page = {(tr.get_attribute("data-backend") or "", tr.get_attribute("data-mode") or ""):
+                    _said(tr.locator("td.here")) for tr in pg.locator("tr.verdict-row").all()}
+        checks = {}
+        for r in rows:
+            pg.goto(f"{served.base}/check?target={name}&backend={r['backend']}&mode={r['mode']}")
+            checks[(r["backend"], r["mode"])] = _said(pg.locator(".verdict-word"))
+    finally:
+        ctx.close()
+    keys = {(r["backend"], r["mode"]) for r in rows}
+    assert set(matrix) == keys and set(env_page) == keys and set(checks) == keys
+    for r in rows:
+        k = (r["backend"], r["mode"])
+        assert matrix[k] == env_page[k] == checks[k], (k, matrix[k], env_page[k], checks[k])
+        word, cls, _ = matrix[k]
+        assert cls == f"c-{r['here']}" and word.endswith({"runs": " runs", "cannot_run": " cannot run",
+                                                          "not_enough_evidence": " not enough evidence"}[r["here"]])
+        if r["verdict_source"] == "stub":
+            assert not word.endswith(" runs"), k
+    assert len({c for _, c, _ in matrix.values()}) >= 2  # the environment's cells do not all say one thing

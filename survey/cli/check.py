@@ -111,10 +111,13 @@ def check_cmd(
     if output_json:
         sys.stdout.write(json_text(result.as_dict(), indent=1) + "\n")
     else:
-        color = {0: "green", 2: "red", 3: "yellow"}.get(result.exit_code, "white")
-        words = {0: "will run", 2: "cannot run it", 3: "not enough evidence"}.get(result.exit_code, "cannot tell here")
+        from survey.verdicts import vocabulary
+
+        t = vocabulary.term(result.verdict)  # the words and colour of every surface
+        color, words = (t.terminal, f"{t.mark} {t.words}") if t is not None else ("white", "cannot tell here")
+        cause = vocabulary.CAUSES.get(result.cause or "", result.cause or "")
         out.print(f"[bold {color}]{words}[/]: {rich_markup(target)} with backend={backend} "
-                  f"mode={rich_markup(queries.mode_label(mode))}" + (f" ({result.cause})" if result.cause else ""))
+                  f"mode={rich_markup(queries.mode_label(mode))}" + (f" ({cause})" if cause else ""))
         lines = [f"  reason: {result.reason}"] + ([f"  fix: {result.fix}"] if result.fix else [])
         for q, a in (("backend present", result.backend_present), ("mode accepted", result.mode_accepted),
                      ("library loads", result.library_loads)):

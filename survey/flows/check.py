@@ -44,7 +44,7 @@ from survey.evidence.identity import Resolved
 from survey.evidence.ingest import find_unchanged
 from survey.evidence.queries import age_text, iso, mode_label
 from survey.verdicts import matrix as survey_matrix
-from survey.verdicts.answers import NO, UNKNOWN, Answer, backend_present, library_loads, mode_accepted
+from survey.verdicts.answers import NO, UNKNOWN, Answer, backend_present, library_loads, mode_accepted, runs_here
 from survey.verdicts.modes import published_verdicts
 
 
@@ -132,67 +132,66 @@ def check_run(s: Session, run: m.Run, target: str, backend: str, mode: str | Non
         res.exit_code, res.verdict, res.cause, res.reason, res.fix = code, word, cause, reason, fix
         return res
 
-    if v is None and not run.modes and run.triton_version is None:
+    here, cause = runs_here(run, backend, base_mode, v)  # the verdict, decided once; here it is explained
+    if cause == "no_triton":
         res.backend_present = Answer(NO, "there is no Triton in this environment", "live")
-        return verdict(cannot, "cannot_run", "no_triton", "this environment has no Triton (so no Proton)",
+        return verdict(cannot, here, cause, "this environment has no Triton (so no Proton)",
                        "install triton (or use an environment that has it)")
     if v is None:
-        return verdict(exitcodes.NOT_ENOUGH_EVIDENCE, "not_enough_evidence", "not_checked",
+        return verdict(exitcodes.NOT_ENOUGH_EVIDENCE, here, cause,
                        f"the probe did not check backend={backend!r} mode={mode_label(base_mode)!r} here",
                        "probe again with `survey probe --only BACKEND:MODE`")
     res.live_outcome = v.outcome
-    inherited = [r for r in run.modes if r.env == "inherited" and not r.stub and r.backend == backend
-                 and r.mode == base_mode]
-    if inherited and inherited[0].outcome in (O.DISABLED, O.DEVICES_ENV_REJECTED):
-        r = inherited[0]
-        return verdict(cannot, "cannot_run", r.outcome,
+    if cause in (O.DISABLED, O.DEVICES_ENV_REJECTED):
+        r = next(r for r in run.modes if r.env == "inherited" and not r.stub and r.backend == backend
+                 and r.mode == base_mode)
+        return verdict(cannot, here, cause,
                        f"with the environment's own variables: {r.outcome}: {r.message or 'start() returned None'}",
                        "unset TRITON_PROTON_DISABLE" if r.outcome == O.DISABLED else
                        "unset HIP_VISIBLE_DEVICES / CUDA_VISIBLE_DEVICES and select devices with ROCR_VISIBLE_DEVICES")
-    if v.verdict == "absent" or res.backend_present.answer == NO:
+    if cause == "backend_absent":
         have = _who_has_backend(s, backend)
-        return verdict(cannot, "cannot_run", "backend_absent",
+        return verdict(cannot, here, cause,
                        f"Triton {run.triton_version} has no `{backend}` backend ({v.message})",
                        ("builds with it (measured): " + ", ".join(have)) if have else
                        f"no measured build offers `{backend}`")
-    if v.verdict == "refused":
+    if cause == "mode_refused":
         src = " (answer from a stub library: the real library did not load first)" if v.source == "stub" else ""
-        verdict(cannot, "cannot_run", "mode_refused",
+        verdict(cannot, here, cause,
                 f"this build refuses `{backend}` with mode `{mode_label(base_mode)}`: {v.reason}{src}",
                 _mode_fix(s, backend, base_mode))
         if res.library_loads.answer == NO:
             res.details.append(f"`{res.library_loads.library}` does not load either, but providing it would not "
                                f"make this run: the build refuses the mode ({res.library_loads.fix})")
         return res
-    if v.outcome == O.LIBRARY_MISSING:
+    if cause == "library_missing":
         lib = res.library_loads
-        verdict(cannot, "cannot_run", "library_missing", lib.basis, lib.fix)
+        verdict(cannot, here, cause, lib.basis, lib.fix)
         if v.source == "stub" and v.verdict == "accepted":
             res.details.append("with the library in place this build accepts the mode (stub-derived)")
         return res
-    if v.outcome == O.OK:
-        cap = next((c for c in run.captures if c.backend == backend and c.mode == base_mode), None)
-        if cap is not None and cap.outcome == O.EMPTY_CAPTURE:
-            return verdict(exitcodes.NOT_ENOUGH_EVIDENCE, "not_enough_evidence", "capture_empty",
-                           "proton.start() succeeded here, but the GELU capture recorded no kernel "
-                           f"({cap.message}); whether your run's capture will hold data is not established",
-                           "check that your kernels give this backend something to record")
-        if cap is not None and cap.outcome != O.OK:
-            return verdict(cannot, "cannot_run", "capture_failed",
-                           f"proton.start() works but the GELU capture did not: {cap.outcome} ({cap.message})", None)
-        return verdict(exitcodes.OK, "runs", None, "proton.start() succeeded here" + (
+    cap = next((c for c in run.captures if c.backend == backend and c.mode == base_mode), None)
+    if cause == "capture_empty" and cap is not None:
+        return verdict(exitcodes.NOT_ENOUGH_EVIDENCE, here, cause,
+                       "proton.start() succeeded here, but the GELU capture recorded no kernel "
+                       f"({cap.message}); whether your run's capture will hold data is not established",
+                       "check that your kernels give this backend something to record")
+    if cause == "capture_failed" and cap is not None:
+        return verdict(cannot, here, cause,
+                       f"proton.start() works but the GELU capture did not: {cap.outcome} ({cap.message})", None)
+    if here == "runs":
+        return verdict(exitcodes.OK, here, None, "proton.start() succeeded here" + (
             f" and a GELU capture recorded {cap.kernel_count} kernel launches" if cap is not None else ""), None)
-    if v.outcome == O.NO_GPU:
+    if cause == "no_gpu":
         known = ("the mode is accepted (stub-derived)" if v.verdict == "accepted"
                  else "whether the mode is accepted is unknown")
-        return verdict(exitcodes.NOT_ENOUGH_EVIDENCE, "not_enough_evidence", "no_gpu",
+        return verdict(exitcodes.NOT_ENOUGH_EVIDENCE, here, cause,
                        f"probed where there is no GPU; the backend is present and {known}",
                        "probe on a GPU host (`survey probe` there, then `survey ingest` the report), or ask about "
                        "a GPU platform that has evidence with --platform")
-    word = {O.UNSTABLE: "unstable", O.CRASH: "crashed", O.TIMEOUT: "hung", O.ERROR: "unrecognised_error"}
-    if v.outcome in word:
-        return verdict(cannot, "cannot_run", word[v.outcome], f"proton.start(): {v.reason}", None)
-    return verdict(exitcodes.NOT_ENOUGH_EVIDENCE, "not_enough_evidence", None, v.reason, None)
+    if here == "cannot_run":
+        return verdict(cannot, here, cause, f"proton.start(): {v.reason}", None)
+    return verdict(exitcodes.NOT_ENOUGH_EVIDENCE, here, cause, v.reason, None)
 
 
 # ----------------------------------------------------------------- target

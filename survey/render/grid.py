@@ -21,8 +21,8 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from probes import outcomes as O
 from survey.render import escape
+from survey.verdicts import vocabulary
 from survey.verdicts.modes import BACKEND_ORDER, MODE_ORDER
 
 SLOT = 2  # characters of one mode's slot in a backend's column: a symbol and its stub mark
@@ -30,19 +30,10 @@ NATURAL_WIDTH = 100_000  # a console this wide never wraps: output that is not a
 LEGEND_WIDTH = 80  # the legend reads on this many columns
 
 MODE_ABBR = {None: "·", "pcsampling": "pc", "periodic_flushing": "pf", "default": "df", "mma": "mm"}
-SYMBOLS = {
-    "works": ("✓", "green"),
-    "partly": ("~", "yellow"),
-    "refused": ("✗", "red"),
-    "unknown": ("?", "blue"),
-}
-LEGEND = [
-    ("works", "accepted (and its GELU capture worked, where one ran)"),
-    ("partly", "accepted, but its GELU capture failed or recorded nothing"),
-    ("refused", "refused, or the backend is absent"),
-    ("unknown", "no answer here (no GPU, crashed, hung, library missing with no stub)"),
+LEGEND_MARKS = [
+    ("+", "the build supports it all the same (live, or through a stub library)"),
+    ("*", "stub-derived: the build's refusal came through a stub library, not a live result"),
 ]
-_CAPTURE_NO_ANSWER = (O.NO_GPU, O.DISABLED, O.DEVICES_ENV_REJECTED, O.UNSTABLE)
 
 
 Column = tuple[str, str | None]  # (backend, mode)
@@ -97,7 +88,8 @@ class Grid:
 
 def _same(cell: dict[str, Any]) -> tuple[Any, ...]:
     """What a cell shows (and its title says): cells equal in this are one answer."""
-    return (cell["outcome"], cell["verdict"], cell.get("verdict_source"), cell.get("stub_outcome"),
+    return (cell.get("here"), cell.get("cause"), cell["outcome"], cell["verdict"], cell.get("verdict_source"),
+            cell.get("stub_outcome"),
             cell.get("reason"), cell.get("capture_outcome"), cell.get("capture_kernel_count"), cell["run_id"])
 
 
@@ -120,17 +112,16 @@ def grid_of(rows: list[dict[str, Any]]) -> Grid:
 
 # ---------------------------------------------------------------------------- the terminal grid
 def symbol(row: dict[str, Any]) -> tuple[str, str]:
-    """(symbol, colour) of one measured matrix row; "*" marks stub-derived."""
-    verdict = row.get("verdict")
-    if verdict == "accepted":
-        cap = row.get("capture_outcome")
-        kind = "partly" if cap is not None and cap != O.OK and cap not in _CAPTURE_NO_ANSWER else "works"
-    elif verdict in ("refused", "absent"):
-        kind = "refused"
-    else:
-        kind = "unknown"
-    sym, colour = SYMBOLS[kind]
-    return sym + ("*" if row.get("verdict_source") == "stub" else ""), colour
+    """(symbol, colour) of one measured matrix row: its verdict here
+    (``survey.verdicts.vocabulary``), then "+" where the build supports it though
+    it does not run here, "*" where the build's other answer is stub-derived."""
+    t = vocabulary.term(row.get("here"))
+    if t is None:
+        return "·", ""
+    mark = ""
+    if vocabulary.differs(row):
+        mark = "+" if row.get("verdict") == "accepted" else "*"
+    return t.mark + mark, t.terminal
 
 
 def _styled(text: str, color: bool) -> Text:
@@ -177,11 +168,11 @@ def build(rows: list[dict[str, Any]], color: bool = True) -> tuple[Table, Text]:
             cells.append(cell if e.cells else Text())
         table.add_row(*cells)
     legend = Text()
-    for kind, words in LEGEND:
-        sym, colour = SYMBOLS[kind]
-        legend.append(sym, style=colour if color else "")
-        legend.append(f" {words}\n")
-    legend.append("* stub-derived: answered through a stub library, not a live result\n")
+    for t, words in vocabulary.legend():
+        legend.append(t.mark, style=t.terminal if color else "")
+        legend.append(f" {t.words}: {words}\n")
+    for mark, words in LEGEND_MARKS:
+        legend.append(f"{mark} {words}\n")
     legend.append("Each backend's column has one slot per mode: · no mode, pc pcsampling, pf periodic_flushing, "
                   "df default, mm mma")
     return table, legend

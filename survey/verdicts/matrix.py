@@ -28,6 +28,7 @@ from survey.core.sizes import approx_bytes
 from survey.evidence import queries
 from survey.evidence.queries import iso, mode_from_label, mode_label
 from survey.verdicts import stability
+from survey.verdicts.answers import runs_here
 from survey.verdicts.modes import published_verdicts
 from survey.verdicts.rows import EMPTY
 
@@ -94,6 +95,7 @@ def _cells_of(run: m.Run) -> list[dict[str, Any]]:
     out = []
     for v in published_verdicts(run):
         cap = captures.get((v.backend, v.mode))
+        here, cause = runs_here(run, v.backend, v.mode, v)
         out.append({
             "backend": v.backend,
             "mode": mode_label(v.mode),
@@ -101,6 +103,8 @@ def _cells_of(run: m.Run) -> list[dict[str, Any]]:
             "outcome": v.outcome,
             "verdict": v.verdict,
             "verdict_source": v.source,
+            "here": here,
+            "cause": cause,
             "stub_outcome": v.stub_outcome,
             "library": v.library,
             "reason": errortext.normalise(v.reason),

@@ -48,6 +48,11 @@ class MatrixRow(BaseModel):
                     "(not answered here)")
     verdict_source: Literal["live", "stub"] | None = Field(
         description="live, or stub: answered through a stub library (stub-derived, never a live result)")
+    here: Literal["runs", "cannot_run", "not_enough_evidence"] | None = Field(
+        description="will it run in this environment, on this platform? (survey check's verdict: "
+                    "survey.verdicts.vocabulary.HERE)")
+    cause: str | None = Field(description="why it cannot run, or why there is not enough evidence (survey check's "
+                                          "cause; null when it runs)")
     stub_outcome: Outcome | None = Field(  # type: ignore[valid-type]
         description="the outcome through the stub library, where one was used")
     library: str | None = Field(description="the library that did not load, where one did not")

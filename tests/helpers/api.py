@@ -62,7 +62,7 @@ class Text(HTMLParser):
             self.scripts += 1
         if tag == "td" and "cell" in (a.get("class") or "").split():
             self._cell = {"class": (a.get("class") or "").split(), "href": None, "text": "",
-                          "colspan": int(a.get("colspan") or 1), "hrefs": []}
+                          "colspan": int(a.get("colspan") or 1), "hrefs": [], "title": a.get("title") or ""}
             self.cells.append(self._cell)
         if tag == "a" and self._cell is not None:
             self._cell["hrefs"].append(a.get("href"))
