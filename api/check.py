@@ -99,8 +99,8 @@ async def check_view(
     if fmt == formats.HTML:  # the form offers the stored candidates
         ctx["names"] = await cache_mod.memo(request, await cache_mod.version(request), ("names",),
                                             lambda: stored_names(request.app.state.store))
-    if fmt == formats.HTML and not target and not backend:
-        return Resource(None, "check.html", ctx)
+    if fmt == formats.HTML and not target and not backend:  # the empty form: no other format answers it
+        return Resource(None, "check.html", {**ctx, "formats": None})
     if not target:
         raise ApiError(422, "invalid_input", "target: which environment? ?target=NAME", field="target")
     if len(target) > MAX_TARGET:

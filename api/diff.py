@@ -39,7 +39,7 @@ def diff_view(
 ) -> Resource:
     if not a or not b:
         if fmt == formats.HTML and not a and not b:  # the empty form
-            return Resource(None, "diff.html", {"title": "Diff", "diff": None, "a": "", "b": ""})
+            return Resource(None, "diff.html", {"title": "Diff", "diff": None, "a": "", "b": "", "formats": None})
         missing = "a" if not a else "b"
         raise ApiError(422, "invalid_input", f"{missing}: give two runs or candidates, ?a=...&b=...", field=missing)
     with request.app.state.store.session() as s:

@@ -1,11 +1,11 @@
-"""``/`` (to the matrix), ``/healthz`` and ``/schema.json``."""
+"""``/`` (to the matrix), ``/healthz``, ``/schema.json`` and ``/favicon.ico`` (an SVG)."""
 
 from __future__ import annotations
 
 from fastapi import APIRouter, Request
 from starlette.responses import RedirectResponse, Response
 
-from api import formats
+from api import formats, render
 from api.schemas import Health
 from probes import SCHEMA_VERSION
 from survey.evidence.report import json_schema
@@ -27,12 +27,18 @@ async def healthz(request: Request) -> Response:
     return Response(formats.json_bytes(body), media_type="application/json", headers={"Cache-Control": "no-store"})
 
 
+def favicon() -> Response:
+    return Response((render.STATIC / "favicon.svg").read_bytes(), media_type="image/svg+xml",
+                    headers={"Cache-Control": "public, max-age=86400"})
+
+
 def schema() -> Response:
     return Response(formats.json_bytes(json_schema()), media_type="application/json")
 
 
 def routes(router: APIRouter) -> None:
     router.add_api_route("/", root, methods=["GET"], include_in_schema=False)
+    router.add_api_route("/favicon.ico", favicon, methods=["GET"], include_in_schema=False)
     router.add_api_route("/healthz", healthz, methods=["GET"],
                          summary="Is the service up, and what did its store last answer?",
                          response_class=Response, responses={200: {"model": Health}})

@@ -52,7 +52,7 @@ from survey.core.errors import InputError, StoreUnusable
 
 START = ("/matrix", "/matrix.json", "/matrix.csv", "/matrix.md", "/candidates", "/candidates.json",
          "/candidates.csv", "/candidates.md", "/changes", "/changes.json", "/changes.csv", "/changes.md",
-         "/changes.atom", "/schema.json", "/static/style.css")
+         "/changes.atom", "/schema.json", "/static/style.css", "/static/favicon.svg")
 PAGED = ("/matrix", "/matrix.json", "/matrix.csv", "/candidates", "/candidates.json", "/candidates.csv",
          "/candidates.md", "/changes", "/changes.json", "/changes.csv", "/changes.md")
 MAX_PAGES = 100_000

@@ -69,6 +69,13 @@ def build_words(cell: Any) -> str:
     return vocabulary.build_words(cell.get("verdict"), cell.get("verdict_source") or cell.get("source")) or "—"
 
 
+def diff_text(value: Any) -> str:
+    """A value of ``survey diff`` in words (``(none)``, a list joined): never a Python repr."""
+    from survey.verdicts.diff import text
+
+    return text(value)
+
+
 def wbr(text: Any) -> Markup:
     """Escaped text that may break after an underscore (``library_<wbr>missing``)."""
     return Markup(str(html_escape("" if text is None else str(text))).replace("_", "_<wbr>"))
@@ -139,7 +146,7 @@ def env(undefined: type[Undefined] = Undefined) -> Environment:
     e.filters.update(q=q, outcome_class=outcome_class, day=day, mode_text=mode_text, mode_label=mode_label,
                      pretty=pretty, yesno=yesno, code=code_spans, here_class=here_class,
                      here_mark=here_mark, here_words=here_words, cell_words=cell_words, cause_words=cause_words,
-                     build_words=build_words, wbr=wbr, mode_short=mode_short)
+                     build_words=build_words, wbr=wbr, mode_short=mode_short, diff_text=diff_text)
     e.globals.update(qs=qs, anchor=anchor, capture_anchor=capture_anchor, OUTCOMES=O.OUTCOMES, BACKENDS=O.BACKENDS,
                      VOCABULARY=vocabulary)
     return e

@@ -853,3 +853,45 @@ def test_an_upload_under_a_catalog_name_is_the_catalog_s(store: Store, make_clie
     assert r.status_code == 201, r.text
     cand = c.get("/candidates/triton-3.8.0.json").json()["candidate"]
     assert cand["label"] == "PyPI `triton` 3.8.0 (released 2026-08-28)" and cand["scope"] == "catalog"
+
+
+# --------------------------------------------------------------------------- pages a reader opens first
+def test_every_link_of_the_empty_check_and_diff_forms_answers(client: Client) -> None:
+    """The empty /check and /diff forms link only what answers: their "Also as" links asked
+    for a target (422). (Failed first: /check.json, /diff.json, ... answered 422.)"""
+    import html as html_mod
+
+    for path in ("/check", "/diff"):
+        page = client.get(path).text
+        for href in re.findall(r'href="(/[^"]*)"', page):
+            if href.startswith("/docs"):
+                continue
+            assert client.get(html_mod.unescape(href)).status_code == 200, (path, href)
+
+
+def test_favicon(client: Client) -> None:
+    """(Failed first: /favicon.ico was 404 on every page load.)"""
+    r = client.get("/favicon.ico")
+    assert r.status_code == 200 and r.headers["content-type"].startswith("image/svg+xml")
+    assert r.content.startswith(b"<svg") and b"<script" not in r.content
+    assert '<link rel="icon" href="/static/favicon.svg"' in client.get("/matrix").text
+    assert client.get("/static/favicon.svg").content == r.content
+
+
+def test_diff_page_prints_no_python_reprs(client: Client, filled_store: Store) -> None:
+    """A field that is missing or a list reads as words (`(none)`, `a, b`), never `None` or
+    `['a', 'b']`. (Failed first: the 3.7.1 -> 3.8.0 page printed None and ['cupti', ...].)"""
+    ids = run_ids(filled_store)
+    page = client.get(f"/diff?a={ids['triton-3.7.1']}&b={ids['triton-3.8.0']}").text
+    text = Text(page).text
+    assert "profilers" in text and "(none)" in text
+    assert "None" not in text and "['" not in text and "[]" not in text
+
+
+def test_changes_page_renders_its_markdown(client: Client) -> None:
+    """Reasons on /changes hold `code` spans: shown as code, never as backticks.
+    (Failed first: the page showed raw Markdown.)"""
+    page = client.get("/changes").text
+    assert "<code>" in page
+    body = Text(page).text
+    assert "`" not in body
