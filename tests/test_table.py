@@ -391,6 +391,39 @@ def test_on_a_terminal_the_grid_is_the_default_fitted_and_coloured(catalog_store
     assert "rocprofiler" in plain and "stub-derived" in plain
 
 
+def test_survey_run_shows_the_grid_on_a_terminal_and_markdown_when_piped(tmp_path: Path) -> None:
+    """`survey run` ends with the grid on a terminal, the docs table when piped, either when
+    asked (--format). (Failed first: it printed the whole Markdown document on a terminal.)"""
+    cat = tmp_path / "catalog.toml"
+    cat.write_text('[[candidate]]\nname = "ghost"\nlabel = "a `python` that is not there"\n'
+                   'python = "/nonexistent/bin/python3"\n')
+    db = f"sqlite:///{tmp_path / 's.db'}"
+    env = {k: v for k, v in os.environ.items() if k not in ("NO_COLOR", "COLUMNS", "LINES", "FORCE_COLOR")}
+    env["TERM"] = "xterm-256color"
+    on_tty = re.sub(r"\x1b\[[0-9;]*m", "", _run_in_a_terminal(["run", "--db", db, "--catalog", str(cat)], 100, env))
+    assert "ghost" not in on_tty and "a python that is not there — no evidence: unobtainable here" in on_tty
+    assert "| Source |" not in on_tty and "✓ runs" in on_tty
+    piped = survey_cli("run", "--db", db, "--catalog", str(cat))
+    assert piped.returncode == 0 and piped.stdout.startswith("| Source |"), piped.stdout
+    asked = re.sub(r"\x1b\[[0-9;]*m", "", _run_in_a_terminal(["run", "--db", db, "--catalog", str(cat),
+                                                                 "--format", "md"], 100, env))
+    assert asked.startswith("| Source |")
+    r = survey_cli("run", "--db", db, "--catalog", str(cat), "--format", "csv")
+    assert r.returncode == 64 and "format" in r.stderr
+
+
+def test_survey_version() -> None:
+    """(Failed first: `survey --version` was "No such option".)"""
+    from importlib.metadata import version
+
+    from probes import PROBE_VERSION, SCHEMA_VERSION
+
+    r = survey_cli("--version")
+    assert r.returncode == 0
+    assert r.stdout == f"proton-survey {version('proton-survey')} (probe {PROBE_VERSION}, report schema " \
+                       f"v{SCHEMA_VERSION})\n"
+
+
 # ---------------------------------------------------------------------------- in a browser
 GITHUB_LIKE_CSS = """
 body { margin: 0; background: #fff; }

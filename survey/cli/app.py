@@ -35,6 +35,29 @@ app = typer.Typer(
 out = Console(soft_wrap=True, emoji=False)  # evidence text such as ":x:" stays text
 err = Console(stderr=True, soft_wrap=True, emoji=False)
 
+def _print_version(value: bool) -> None:
+    if value:
+        from importlib.metadata import PackageNotFoundError, version
+
+        from probes import PROBE_VERSION, SCHEMA_VERSION
+
+        try:
+            mine = version("proton-survey")
+        except PackageNotFoundError:  # run from a checkout that was never installed
+            mine = "(not installed)"
+        out.print(f"proton-survey {mine} (probe {PROBE_VERSION}, report schema v{SCHEMA_VERSION})", markup=False,
+                  highlight=False)
+        raise typer.Exit()
+
+
+@app.callback()
+def _options(
+    show_version: Annotated[bool, typer.Option("--version", callback=_print_version, is_eager=True,
+                                               help="print the version and exit")] = False,
+) -> None:
+    """Measure which Proton backends and modes work in which environment, and keep the evidence."""
+
+
 DbOpt = Annotated[
     Optional[str],
     typer.Option("--db", envvar="SURVEY_DB",

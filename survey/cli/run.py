@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Optional
 
@@ -12,7 +13,7 @@ from rich.console import Console
 from survey.cli.app import DbOpt, TimeoutOpt, app, open_store, out
 from survey.cli.app import err as app_err
 from survey.core import exitcodes
-from survey.core.errors import InputError, UsageProblem, did_you_mean
+from survey.core.errors import InputError, UsageProblem, choose, did_you_mean
 from survey.render.escape import rich_markup as escape
 from survey.render.escape import terminal
 
@@ -33,6 +34,9 @@ def run(
     engine: Annotated[Optional[str], typer.Option(help="container engine: podman or docker (default: detect)")] = None,
     pull: Annotated[str, typer.Option(help="image pull policy: never, missing, always")] = "missing",
     table: Annotated[bool, typer.Option(help="print the Availability table at the end")] = True,
+    fmt: Annotated[Optional[str], typer.Option(
+        "--format", help="the table at the end: grid (the default on a terminal) or md, the docs table (the "
+                         "default when stdout is not a terminal)")] = None,
     aorta_environments: Annotated[Optional[list[Path]], typer.Option(
         "--aorta-environments", metavar="FILE",
         help="survey aorta's environments (venvs, images) with this sidecar file's added, as candidates "
@@ -63,8 +67,9 @@ def run(
     err = _console(quiet)  # --quiet: nothing on stderr unless the survey changed something
     secret = _notify().check_urls(notify, allow_private=notify_private) if notify else b""
     table = table and not quiet
+    if fmt is not None:
+        choose(fmt, ("grid", "md"), "format")
     from survey.environments import catalog as catalog_mod
-    from survey.render import docs_table
     with_aorta = bool(aorta_environments) or aorta_registry
     if ray is not None and with_aorta:
         raise UsageProblem("--ray surveys the catalog's candidates; survey aorta's environments without it")
@@ -162,9 +167,7 @@ def run(
             err.print(f"[yellow]note:[/] nodes offering {escape(advertised)} measured {escape(measured)}; reports "
                       "are filed under the platform they measured")
         if table:
-            with store.session() as s:
-                text = docs_table.markdown(s)
-            out.print(text, markup=False, highlight=False, soft_wrap=True, end="")
+            _print_table(store, "catalog", fmt)
         _after_survey(store, before, [fo.run_id for fo in done if fo.status == "probed" and fo.run_id],
                       notify or [], secret, quiet, exit_code, tally)
         return
@@ -222,11 +225,36 @@ def run(
     err.print("survey: " + (", ".join(f"{n} {k}" for k, n in sorted(counts.items())) or "nothing to survey")
               + f"  (store: {shown(store.url)})", markup=False, highlight=False)
     if table:
-        with store.session() as s:
-            text = docs_table.markdown(s, "all" if aorta else "catalog")
-        out.print(text, markup=False, highlight=False, soft_wrap=True, end="")
+        _print_table(store, "all" if aorta else "catalog", fmt)
     _after_survey(store, before, [o.run_id for o in outcomes if o.status == "probed" and o.run_id], notify or [],
                   secret, quiet, exit_code, counts)
+
+
+def _table_format(fmt: str | None) -> str:
+    """The end table's format: asked for, else the grid on a terminal and the docs table otherwise."""
+    if fmt is None:
+        return "grid" if sys.stdout.isatty() else "md"
+    choose(fmt, ("grid", "md"), "format")
+    return fmt
+
+
+def _print_table(store: Store, scope: str, fmt: str | None) -> None:
+    """The survey's table, as ``survey table`` prints it (``--format grid`` or ``md``)."""
+    from survey.render import docs_table
+
+    with store.session() as s:
+        if _table_format(fmt) == "md":
+            out.print(docs_table.markdown(s, scope), markup=False, highlight=False, soft_wrap=True, end="")
+            return
+        from survey.verdicts import matrix as matrix_mod
+
+        rows = matrix_mod.matrix(s, scope=scope)
+    import os
+
+    from survey.render import grid
+
+    tty = sys.stdout.isatty()
+    sys.stdout.write(grid.render(rows, out.size.width if tty else None, tty and not os.environ.get("NO_COLOR")))
 
 
 def _console(quiet: bool) -> Console:
