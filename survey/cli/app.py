@@ -98,7 +98,8 @@ def main() -> None:
 
 def _flags_take_no_value(command: typer.core.TyperGroup | typer.core.TyperCommand) -> None:
     """Help shows a flag (``--json``, ``--help``, ``--force/--no-force``) as just its name:
-    Typer writes its type (``<bool>``) beside it, as if it took a value."""
+    Typer writes its type (``<bool>``) beside it, as if it took a value; and an option
+    with a value as ``--engine ENGINE``, never ``--engine <str>``."""
     import typer._click as click_mod
 
     commands = [command, *getattr(command, "commands", {}).values()]
@@ -110,6 +111,15 @@ def _flags_take_no_value(command: typer.core.TyperGroup | typer.core.TyperComman
         for param in params:
             if getattr(param, "is_flag", False) and param.metavar is None:
                 param.metavar = ""
+            elif param.param_type_name == "option" and param.metavar is None and param.name:
+                param.metavar = param.name.upper()  # `--engine ENGINE`, never `--engine <str>`
+
+
+def command() -> typer.core.TyperGroup:
+    """The click command of the app, its options shown as they are typed."""
+    group = typer.main.get_command(app)
+    _flags_take_no_value(group)  # type: ignore[arg-type]
+    return group  # type: ignore[return-value]
 
 
 # `survey check ... -- COMMAND...`: the command after `--`, kept apart from the
@@ -129,10 +139,9 @@ def _split_trailing(argv: list[str]) -> list[str]:
 
 def _main(argv: list[str]) -> None:
     argv = _split_trailing(argv)
-    command = typer.main.get_command(app)
-    _flags_take_no_value(command)  # type: ignore[arg-type]
+    command_ = command()
     try:
-        rv = command.main(args=argv, prog_name="survey", standalone_mode=False)
+        rv = command_.main(args=argv, prog_name="survey", standalone_mode=False)
     except UsageError as e:
         e.show()
         sys.exit(exitcodes.USAGE)

@@ -14,13 +14,12 @@ import argparse
 import ast
 import io
 import sys
+import textwrap
 import tokenize
 from pathlib import Path
 from typing import Any
 
-import typer
-
-from survey.cli import app
+from survey.cli.app import command
 from survey.core import exitcodes
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "cli.md"
@@ -36,13 +35,24 @@ environment variable `SURVEY_DB`; default: SQLite under `~/.local/share/proton-s
 """
 
 
+WIDTH = 120  # no line is longer: the page reads as text too
+
+
 def _cell(text: str) -> str:
     """Help text fit for one Markdown table cell."""
     return " ".join(text.split()).replace("|", "\\|").replace("<", "&lt;")
 
 
+def _item(term: str, text: str) -> str:
+    """One list item, ``- `term`: text``, wrapped at :data:`WIDTH` (continued lines indented)."""
+    words = " ".join(text.split()).replace("<", "&lt;")
+    return textwrap.fill(f"- {term}: {words}" if words else f"- {term}", WIDTH, subsequent_indent="  ",
+                         break_long_words=False, break_on_hyphens=False)
+
+
 def _paragraphs(text: str) -> str:
-    return "\n\n".join(" ".join(p.split()) for p in text.strip().split("\n\n"))
+    return "\n\n".join(textwrap.fill(" ".join(p.split()), WIDTH, break_long_words=False, break_on_hyphens=False)
+                       for p in text.strip().split("\n\n"))
 
 
 def _command(name: str, cmd: Any, parent: Any) -> str:
@@ -54,17 +64,17 @@ def _command(name: str, cmd: Any, parent: Any) -> str:
         out += [_paragraphs(cmd.help), ""]
     arguments = [p for p in params if p.param_type_name == "argument"]
     if arguments:
-        out += ["| argument | |", "|---|---|"]
+        out += ["Arguments:", ""]
         for p in arguments:
             usage = " ".join(p.get_usage_pieces(ctx))
             required = " (required)" if p.required else ""
-            out.append(f"| `{usage}` | {_cell(getattr(p, 'help', None) or '')}{required} |")
+            out.append(_item(f"`{usage}`", (getattr(p, "help", None) or "") + required))
         out.append("")
     options = [p.get_help_record(ctx) for p in params if p.param_type_name == "option"]
     rows = [r for r in options if r is not None and r[0] != "--help"]
     if rows:
-        out += ["| option | |", "|---|---|"]
-        out += [f"| `{opts}` | {_cell(help_text)} |" for opts, help_text in rows]
+        out += ["Options:", ""]
+        out += [_item(f"`{opts}`", help_text) for opts, help_text in rows]
         out.append("")
     return "\n".join(out)
 
@@ -84,7 +94,7 @@ def exit_codes() -> list[tuple[int, str, str]]:
 
 
 def markdown() -> str:
-    group = typer.main.get_command(app)
+    group = command()
     ctx = group.make_context("survey", [], resilient_parsing=True)
     names = group.list_commands(ctx)  # type: ignore[attr-defined]
     commands = [(n, group.get_command(ctx, n)) for n in names]  # type: ignore[attr-defined]
@@ -94,8 +104,8 @@ def markdown() -> str:
         sub = getattr(c, "commands", None)
         expanded += [(n, c)] + ([(f"{n} {k}", v) for k, v in sub.items() if not v.hidden] if sub else [])
     commands = expanded
-    out = [HEADER, f"{_paragraphs(group.help or '')}", "", "| command | |", "|---|---|"]
-    out += [f"| [`survey {n}`](#survey-{n.replace(' ', '-')}) | {_cell(c.get_short_help_str(limit=300))} |"
+    out = [HEADER, f"{_paragraphs(group.help or '')}", ""]
+    out += [_item(f"[`survey {n}`](#survey-{n.replace(' ', '-')})", c.get_short_help_str(limit=300))
             for n, c in commands]
     out.append("")
     out += [_command(n, c, ctx) for n, c in commands]
