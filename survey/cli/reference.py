@@ -96,9 +96,9 @@ def exit_codes() -> list[tuple[int, str, str]]:
 def markdown() -> str:
     group = command()
     ctx = group.make_context("survey", [], resilient_parsing=True)
-    names = group.list_commands(ctx)  # type: ignore[attr-defined]
-    commands = [(n, group.get_command(ctx, n)) for n in names]  # type: ignore[attr-defined]
-    commands = [(n, c) for n, c in commands if c is not None and not c.hidden]
+    names = group.list_commands(ctx)
+    found = [(n, group.get_command(ctx, n)) for n in names]
+    commands: list[tuple[str, Any]] = [(n, c) for n, c in found if c is not None and not c.hidden]
     expanded: list[tuple[str, Any]] = []
     for n, c in commands:  # a group (`survey store`): each of its commands, as `survey store backup`
         sub = getattr(c, "commands", None)
