@@ -72,3 +72,78 @@ def test_links_between_the_docs_resolve() -> None:
                 headings = re.findall(r"^#+ (.+)$", dest.read_text(encoding="utf-8"), re.M)
                 slugs = {re.sub(r"[^\w\- ]", "", h).strip().lower().replace(" ", "-") for h in headings}
                 assert fragment in slugs, (page.name, target, sorted(slugs))
+
+
+def _latest_bench_api() -> dict:
+    import json
+
+    latest = sorted((ROOT / "bench" / "measured").glob("cpu-*/bench_api.json"), key=lambda p: p.parent.name)[-1]
+    return json.loads(latest.read_text())
+
+
+def test_figures_and_defaults_quoted_in_the_docs_are_the_code_s_and_the_bench_s() -> None:
+    """The report schema's version, `--repeats`' default and the service-against-datasette
+    figure, wherever the docs quote them, are what the code says and what the newest bench
+    result measured. (Failed first: README said schema v2 (it is v3), concepts.md
+    `--repeats` default 3 (it is 6), performance.md 21.7x (the newest run: 10.8x).)"""
+    from probes import SCHEMA_VERSION
+    from survey.flows.run import ProbeSettings
+
+    pages = {p.name: p.read_text(encoding="utf-8") for p in [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]}
+    schemas = [(name, v) for name, text in pages.items() for v in re.findall(r"\bschema v(\d+)\b", text)]
+    assert schemas and all(int(v) == SCHEMA_VERSION for _, v in schemas), schemas
+    repeats = [(name, v) for name, text in pages.items()
+               for v in re.findall(r"`--repeats`[^.)]*?default (\d+)", text)]
+    assert repeats and all(int(v) == ProbeSettings().repeats for _, v in repeats), repeats
+    figures = _latest_bench_api()["figures"]
+    ratio = figures["ours"]["rps"] / figures["datasette"]["rps"]
+    row = next(ln for ln in pages["performance.md"].splitlines() if "against datasette" in ln)
+    assert f"**{ratio:.1f}x**" in row, row
+    assert f"{figures['ours']['rps']:,.0f} vs {figures['datasette']['rps']:,.0f} req/s" in row, row
+    assert f"p99 {figures['ours']['p99_ms']:.1f} ms" in row, row
+
+
+def test_no_dangling_section_reference() -> None:
+    """A `README: "Name"` or `concepts.md: "Name"` reference names a heading that page has.
+    (Failed first: "Families" is no heading of README.)"""
+    files = [*sorted((ROOT / "docs").glob("*.md")), *sorted((ROOT / "survey" / "data").rglob("*.toml"))]
+    refs = [(f.name, page, name) for f in files
+            for page, name in re.findall(r'\b(README|[\w-]+\.md): "([^"]+)"', f.read_text(encoding="utf-8"))]
+    assert refs
+    for where, page, name in refs:
+        path = ROOT / "README.md" if page == "README" else ROOT / "docs" / page.removeprefix("docs/")
+        headings = set(re.findall(r"^#+ (.+)$", path.read_text(encoding="utf-8"), re.M))
+        assert name in headings, (where, page, name)
+
+
+def test_no_paragraph_is_said_twice() -> None:
+    """No page says a paragraph twice (the same opening, reworded or not). (Failed first:
+    concepts.md had "Re-surveys stay off the network." twice.)"""
+    for page in [ROOT / "README.md", ROOT / "bench" / "README.md", *sorted((ROOT / "docs").glob("*.md"))]:
+        paras = [" ".join(p.split()) for p in re.split(r"\n\s*\n", page.read_text(encoding="utf-8"))]
+        openings = [p[:60] for p in paras if len(p) > 100 and not p.startswith(("|", "```", "- ", "#"))]
+        twice = {p for p in openings if openings.count(p) > 1}
+        assert not twice, (page.name, sorted(twice)[:1])
+
+
+def test_the_readme_grid_is_what_survey_table_prints(tmp_path: Path) -> None:
+    """README's grid is `survey table --all` over the fixture reports it names, as printed
+    today (the same words as every other surface). (Failed first: it showed the old
+    "✓ accepted" cells that /matrix and `survey check` contradicted.)"""
+    from db.store import Store
+    from survey.evidence.ingest import ingest
+    from survey.render import grid
+    from survey.verdicts import matrix
+    from tests.conftest import report_bytes
+
+    store = Store(f"sqlite:///{tmp_path / 's.db'}")
+    for v in ("3.6.0", "3.7.1", "3.8.0", "3.9.0"):
+        with store.session() as s:
+            ingest(s, report_bytes(f"cpu-triton-{v}.json"), candidate=f"triton-{v}")
+    with store.session() as s:
+        ingest(s, report_bytes("h200-sm90-triton-3.6.0.json"), candidate="triton-3.6.0")
+    with store.session() as s:
+        shown = grid.render(matrix.matrix(s, scope="all"))
+    store.close()
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    assert "```\n" + shown + "```\n" in readme
