@@ -49,3 +49,29 @@ def test_a_candidate_that_cannot_be_obtained_is_exit_7_like_any_target(tmp_path:
     r = survey_cli("check", "gone", "--backend", "cupti", "--catalog", str(catalog), "--json",
                    "--db", f"sqlite:///{tmp_path / 's.db'}")
     assert r.returncode == exitcodes.UNOBTAINABLE and '"cause": "unobtainable"' in r.stdout
+
+
+def test_one_format_flag_across_commands(filled_store) -> None:  # type: ignore[no-untyped-def]
+    """`--format json` on every command that prints JSON; the old `--json` still works but
+    is no longer shown. (Failed first: changes, check, diff and platform took only --json.)"""
+    db = ["--db", filled_store.url]
+    for args in (["changes", *db], ["diff", "triton-3.8.0", "triton-3.9.0", *db], ["platform"],
+                 ["check", "triton-3.8.0", "--backend", "cupti", "--platform", "none:x86_64", *db]):
+        new, old = survey_cli(*args, "--format", "json"), survey_cli(*args, "--json")
+        assert new.returncode == old.returncode and new.returncode in (0, 1, 3), (args, new)
+        assert new.stdout == old.stdout and new.stdout.lstrip().startswith(("{", "[")), args
+        helptext = survey_cli(args[0], "--help").stdout
+        assert "--format" in helptext and "--json" not in helptext, args[0]
+        bad = survey_cli(*args, "--format", "xml")
+        assert bad.returncode == exitcodes.USAGE and "one of text, json" in bad.stderr, args
+
+
+def test_only_takes_a_comma_list(tmp_path: Path) -> None:
+    """`--only a,b` is `--only a --only b`. (Failed first: "a,b" was one unknown name, exit 64.)"""
+    cat = tmp_path / "catalog.toml"
+    cat.write_text("".join(f'[[candidate]]\nname = "{n}"\npython = "/nonexistent/{n}/python3"\n\n'
+                           for n in ("a", "b", "c")))
+    db = f"sqlite:///{tmp_path / 's.db'}"
+    r = survey_cli("run", "--db", db, "--catalog", str(cat), "--only", "a,b", "--no-table")
+    assert r.returncode == 0 and "survey: 2 unobtainable" in r.stderr, r
+    assert "c:" not in r.stderr

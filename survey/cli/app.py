@@ -65,6 +65,25 @@ DbOpt = Annotated[
                       "default: ~/.local/share/proton-survey/survey.db"),
 ]
 TimeoutOpt = Annotated[float, typer.Option("--timeout", help="seconds for each check inside the probe")]
+# One spelling of the output format across commands: --format; --json stays, hidden, as an alias.
+FormatOpt = Annotated[Optional[str], typer.Option("--format", help="text (the default) or json")]
+JsonOpt = Annotated[bool, typer.Option("--json", hidden=True, help="the same as --format json")]
+
+
+def wants_json(fmt: str | None, output_json: bool) -> bool:
+    """``--format json`` (or its old spelling ``--json``) asked for?"""
+    from survey.core.errors import choose
+
+    if fmt is not None:
+        choose(fmt, ("text", "json"), "format")
+    return output_json or fmt == "json"
+
+
+def split_commas(values: list[str] | None) -> list[str] | None:
+    """A repeatable option's values with ``a,b`` read as ``a`` and ``b``."""
+    if values is None:
+        return None
+    return [v.strip() for value in values for v in value.split(",") if v.strip()]
 
 
 _opened: list[Store] = []

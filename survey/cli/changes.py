@@ -8,7 +8,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from survey.cli.app import DbOpt, app, err, open_store, out
+from survey.cli.app import DbOpt, FormatOpt, JsonOpt, app, err, open_store, out, wants_json
 from survey.core.errors import UsageProblem
 from survey.render.escape import terminal
 
@@ -20,12 +20,13 @@ def changes_cmd(
     = None,
     limit: Annotated[int, typer.Option(min=1, help="at most this many, newest first")] = 100,
     show_all: Annotated[bool, typer.Option("--all", help="also ad-hoc candidates")] = False,
-    output_json: Annotated[bool, typer.Option("--json", help="print them (and failed webhook deliveries) as JSON")]
-    = False,
+    fmt: FormatOpt = None,
+    output_json: JsonOpt = False,
     db: DbOpt = None,
 ) -> None:
     """What changed: each (candidate, platform, backend, mode) whose answer moved between consecutive runs
     (and each cell a run answered first), newest first; then failed webhook deliveries."""
+    output_json = wants_json(fmt, output_json)
     from survey.flows.notify import failed_deliveries
     from survey.verdicts import changes as changes_mod
 

@@ -8,7 +8,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from survey.cli.app import TRAILING, DbOpt, TimeoutOpt, app, err, open_store, out
+from survey.cli.app import TRAILING, DbOpt, JsonOpt, TimeoutOpt, app, err, open_store, out, wants_json
 from survey.core.errors import UsageProblem, choose
 from survey.render.escape import json_text, rich_markup, terminal
 
@@ -31,8 +31,9 @@ def check_cmd(
              "repeatable")] = None,
     catalog: Annotated[Optional[Path], typer.Option(help="catalog used when TARGET must be probed first")] = None,
     timeout: TimeoutOpt = 60.0,
-    output_json: Annotated[bool, typer.Option("--json", help="print the verdict as JSON (a list with --recipe)")]
-    = False,
+    fmt: Annotated[Optional[str], typer.Option(
+        "--format", help="text (the default) or json: the verdict as JSON (a list with --recipe)")] = None,
+    output_json: JsonOpt = False,
     engine: Annotated[Optional[str], typer.Option(help="container engine when TARGET is an image")] = None,
     pull: Annotated[str, typer.Option(help="image pull policy: never, missing, always")] = "missing",
     platform: Annotated[Optional[str], typer.Option(
@@ -48,6 +49,7 @@ def check_cmd(
     leave a profile)? Exit 0 yes, 2 no (any cell), 3 not enough evidence, 8 (--recipe) a profile only on a
     stated condition on the workload's kernels. With --recipe, the command a probe recipe runs goes after
     `--`, as to `aorta sweep run`: survey check --recipe R [TARGET] -- COMMAND..."""
+    output_json = wants_json(fmt, output_json)
     from survey.evidence import queries
     from survey.flows import check as check_mod
 

@@ -9,7 +9,7 @@ from typing import Annotated, Any, Optional
 
 import typer
 
-from survey.cli.app import DbOpt, TimeoutOpt, app, err, open_store, out
+from survey.cli.app import DbOpt, TimeoutOpt, app, err, open_store, out, split_commas
 from survey.core import exitcodes
 from survey.core.errors import InputError, InvalidReport, UsageProblem, choose
 from survey.render.escape import rich_markup, terminal
@@ -37,7 +37,9 @@ def probe(
     timeout: TimeoutOpt = 60.0,
     capture: Annotated[Optional[list[str]], typer.Option("--capture", help="also capture BACKEND[:MODE]")] = None,
     auto_capture: Annotated[bool, typer.Option(help="capture every (backend, mode) found working")] = True,
-    only: Annotated[Optional[list[str]], typer.Option("--only", help="check only BACKEND[:MODE]")] = None,
+    only: Annotated[Optional[list[str]], typer.Option(
+        "--only", help="check only BACKEND[:MODE] (repeatable, or a comma list: --only cupti,roctracer:pcsampling)")]
+    = None,
     engine: Annotated[Optional[str], typer.Option(help="container engine for --image")] = None,
     pull: Annotated[str, typer.Option(help="image pull policy: never, missing, always")] = "missing",
     interpreter: Annotated[Optional[str], typer.Option(help="the Python inside --image (default: python3, python)")]
@@ -56,6 +58,7 @@ def probe(
 
     if (python is None) == (image is None):
         raise UsageProblem("give exactly one of --python PATH or --image IMAGE")
+    only = split_commas(only)
     check_backend_modes(only or [], "--only")
     check_backend_modes(capture or [], "--capture")
     if python is not None:

@@ -7,7 +7,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from survey.cli.app import app, err, out
+from survey.cli.app import FormatOpt, JsonOpt, app, err, out, wants_json
 from survey.core.errors import InputError, UsageProblem
 from survey.render.escape import json_text, rich_markup, terminal
 
@@ -18,9 +18,11 @@ def platform_cmd(
         help="the head node's address (HOST:6379) for the `ray start` line; default: a placeholder")] = None,
     head: Annotated[bool, typer.Option("--head", help="print the line that starts the head node here")] = False,
     slots: Annotated[int, typer.Option(min=1, help="probes this node runs at once (each also takes a CPU)")] = 1,
-    output_json: Annotated[bool, typer.Option("--json", help="print it as JSON")] = False,
+    fmt: FormatOpt = None,
+    output_json: JsonOpt = False,
 ) -> None:
     """This machine's platform key, and the `ray start` line that offers it to a fleet survey."""
+    output_json = wants_json(fmt, output_json)
     import shlex
 
     from survey.evidence.identity import local_platform

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Optional
 import typer
 from rich.console import Console
 
-from survey.cli.app import DbOpt, TimeoutOpt, app, open_store, out
+from survey.cli.app import DbOpt, TimeoutOpt, app, open_store, out, split_commas
 from survey.cli.app import err as app_err
 from survey.core import exitcodes
 from survey.core.errors import InputError, UsageProblem, choose, did_you_mean
@@ -25,7 +25,8 @@ if TYPE_CHECKING:
 def run(
     catalog: Annotated[Optional[Path], typer.Option(help="candidate catalog (TOML); default: the built-in one")] = None,
     db: DbOpt = None,
-    only: Annotated[Optional[list[str]], typer.Option("--only", help="survey only these candidates")] = None,
+    only: Annotated[Optional[list[str]], typer.Option(
+        "--only", help="survey only these candidates (repeatable, or a comma list: --only a,b)")] = None,
     jobs: Annotated[int, typer.Option(help="candidates obtained and probed at once")] = 2,
     force: Annotated[bool, typer.Option(help="probe again even when nothing changed")] = False,
     retry_unobtainable: Annotated[bool, typer.Option(
@@ -67,6 +68,7 @@ def run(
     err = _console(quiet)  # --quiet: nothing on stderr unless the survey changed something
     secret = _notify().check_urls(notify, allow_private=notify_private) if notify else b""
     table = table and not quiet
+    only = split_commas(only)
     if fmt is not None:
         choose(fmt, ("grid", "md"), "format")
     from survey.environments import catalog as catalog_mod

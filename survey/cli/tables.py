@@ -9,7 +9,7 @@ from typing import Annotated, Optional
 import typer
 from rich.console import Console
 
-from survey.cli.app import DbOpt, app, err, open_store, out
+from survey.cli.app import DbOpt, FormatOpt, JsonOpt, app, err, open_store, out, wants_json
 from survey.core import exitcodes
 from survey.core.errors import StoreUnusable, UnknownTarget, UsageProblem, choose
 from survey.render.escape import json_text, rich_markup, rich_text, terminal
@@ -160,10 +160,12 @@ def history_cmd(
 def diff_cmd(
     a: Annotated[str, typer.Argument(help="candidate name or run id (run:12)")],
     b: Annotated[str, typer.Argument(help="candidate name or run id")],
-    output_json: Annotated[bool, typer.Option("--json")] = False,
+    fmt: FormatOpt = None,
+    output_json: JsonOpt = False,
     db: DbOpt = None,
 ) -> None:
     """What changed between two candidates, or two runs of one. Exit 0 the same, 1 they differ (like diff)."""
+    output_json = wants_json(fmt, output_json)
     from survey.evidence import queries
     from survey.verdicts.diff import diff_runs, text
 
