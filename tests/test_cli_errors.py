@@ -75,3 +75,18 @@ def test_only_takes_a_comma_list(tmp_path: Path) -> None:
     r = survey_cli("run", "--db", db, "--catalog", str(cat), "--only", "a,b", "--no-table")
     assert r.returncode == 0 and "survey: 2 unobtainable" in r.stderr, r
     assert "c:" not in r.stderr
+
+
+def test_a_failed_ingest_creates_no_store(tmp_path: Path) -> None:
+    """An ingest that files nothing leaves no new store behind (a typo'd --db is not a new
+    store). (Failed first: the store file was created anyway.)"""
+    from tests.conftest import report_bytes
+
+    report = tmp_path / "r.json"
+    report.write_bytes(report_bytes("cpu-triton-3.8.0.json"))
+    db = tmp_path / "new.db"
+    r = survey_cli("ingest", str(report), "--candidate", "no-such-candidate", "--db", f"sqlite:///{db}")
+    assert r.returncode != 0 and "--new" in r.stderr, r
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["r.json"]
+    r = survey_cli("ingest", str(report), "--candidate", "mine", "--new", "--db", f"sqlite:///{db}")
+    assert r.returncode == 0 and db.exists(), r

@@ -11,7 +11,7 @@ import typer
 
 from survey.cli.app import DbOpt, TimeoutOpt, app, err, open_store, out, split_commas
 from survey.core import exitcodes
-from survey.core.errors import InputError, InvalidReport, UsageProblem, choose
+from survey.core.errors import InputError, InvalidReport, StoreUnusable, UsageProblem, choose
 from survey.render.escape import rich_markup, terminal
 
 
@@ -161,11 +161,17 @@ def ingest_cmd(
             idents.append(identify(raw))
         except InputError as e:
             raise type(e)(f"{path}: {e.message}", field=e.field, hint="nothing was stored")
-    store = open_store(db)
+    try:
+        store, fresh = open_store(db, create=False), None
+    except StoreUnusable:  # no store yet: made here, and removed again if nothing could be filed in it
+        store = open_store(db)
+        fresh = store.sqlite_file()
     shown = iter(paths)
+    filed = [0]
 
     def said(results: list[IngestResult]) -> None:
         for res in results:
+            filed[0] += 1
             path = next(shown)
             if res.created:
                 out.print(terminal(f"{path}: stored as run #{res.run_id} (candidate {res.candidate})"), markup=False)
@@ -175,9 +181,16 @@ def ingest_cmd(
                 out.print(terminal(f"{path}: already stored as run #{res.run_id} (candidate {res.candidate}); "
                                    "nothing added"), markup=False)
 
-    with store.session() as s:
-        file_reports(s, idents, candidate=candidate, label=label, new=new, catalog=cat, source="ingest",
-                     on_batch=said)
+    try:
+        with store.session() as s:
+            file_reports(s, idents, candidate=candidate, label=label, new=new, catalog=cat, source="ingest",
+                         on_batch=said)
+    except BaseException:
+        if fresh is not None and filed[0] == 0:
+            store.close()
+            for leftover in (fresh, fresh.with_name(fresh.name + "-wal"), fresh.with_name(fresh.name + "-shm")):
+                leftover.unlink(missing_ok=True)
+        raise
 
 
 @app.command()
