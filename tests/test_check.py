@@ -182,3 +182,11 @@ def test_diff_between_candidates_and_runs(gpu_store) -> None:
     assert survey_cli("diff", "run:3", "#3", "--db", gpu_store.url).returncode == 0
     cli = survey_cli("diff", "triton-3.8.0", "nosuch", "--db", gpu_store.url)
     assert cli.returncode == exitcodes.INPUT and "no candidate named 'nosuch'" in cli.stderr
+
+
+def test_a_mistyped_platform_gets_a_did_you_mean(filled_store) -> None:  # type: ignore[no-untyped-def]
+    """`--platform x86-64` (for x86_64) names the nearest part of a stored platform.
+    (Failed first: only the list of keys.)"""
+    r = survey_cli("check", "triton-3.8.0", "--backend", "cupti", "--platform", "x86-64", "--db", filled_store.url)
+    assert r.returncode == 3, r
+    assert "did you mean 'x86_64'? evidence exists for: none:x86_64" in r.stdout, r.stdout

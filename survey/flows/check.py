@@ -35,7 +35,7 @@ from db.store import Store
 from probes import PROBE_VERSION
 from probes import outcomes as O
 from survey.core import errortext, exitcodes
-from survey.core.errors import TargetError, UnknownTarget
+from survey.core.errors import TargetError, UnknownTarget, did_you_mean
 from survey.environments import catalog as catalog_mod
 from survey.environments import targets
 from survey.environments.launchers import Launcher
@@ -293,9 +293,11 @@ def _elsewhere(s: Session, cand: m.Candidate, target: str, backend: str, mode: s
         what = "has no evidence yet" if platform == "(none given)" else f"has no evidence for platform {platform}"
         if failed:
             what += f": its last attempt was {failed[0].status} ({errortext.cause(failed[0].error, cand.spec)})"
+    parts = sorted({part for k in keys for part in [k, *k.split(":")]})
+    near = did_you_mean(platform, parts) if platform != "(none given)" and not ambiguous else ""
     return CheckResult(exitcodes.NOT_ENOUGH_EVIDENCE, "not_enough_evidence", "not_probed",
                        f"{cand.name} {what}",
-                       ("evidence exists for: " + ", ".join(keys) + " (ask with --platform KEY)") if keys else
+                       (near + "evidence exists for: " + ", ".join(keys) + " (ask with --platform KEY)") if keys else
                        "probe it there (`survey probe`, then `survey ingest`)", target, backend, mode,
                        candidate=cand.name, platform=platform)
 
