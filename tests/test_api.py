@@ -895,3 +895,12 @@ def test_changes_page_renders_its_markdown(client: Client) -> None:
     assert "<code>" in page
     body = Text(page).text
     assert "`" not in body
+
+
+def test_one_candidate_is_one_candidate(store: Store, make_client: Any) -> None:
+    """(Failed first: "1 of 1 candidates".)"""
+    with store.session() as s:
+        ingest(s, report_bytes("cpu-triton-3.8.0.json"), candidate="triton-3.8.0", label="Triton 3.8.0",
+               kind="pip", position=0, scope="catalog")
+    text = Text(make_client(store).get("/candidates").text).text
+    assert "1 of 1 candidate" in text and "1 of 1 candidates" not in text
