@@ -213,7 +213,7 @@ def test_publish_writes_the_changes_and_their_feed(moving_store: tuple[Store, li
     assert not feed.bozo and len(feed.entries) == 43
     assert json.loads((site / "changes.json").read_text())["total"] == 43
     assert (site / "changes" / "index.html").is_file() and (site / "changes.csv").is_file()
-    assert 'href="/changes"' in (site / "matrix" / "index.html").read_text()  # every page links to it
+    assert 'href="../changes"' in (site / "matrix" / "index.html").read_text()  # every page links to it
 
 
 # --------------------------------------------------------------------------- survey changes

@@ -529,3 +529,14 @@ def test_write_through_a_symlinked_page_updates_its_target(filled_store: Store, 
     assert real.stat().st_mode & 0o777 == 0o640
     assert sorted(p.name for p in real_dir.iterdir()) == ["availability.md"]  # no temporary file left
     assert survey_cli("table", "--check", str(link), "--db", filled_store.url).returncode == 0
+
+
+def test_a_table_measured_only_without_a_gpu_says_so(filled_store: Store) -> None:
+    """(Failed first: a table of CPU-only evidence never said it was measured without a GPU.)"""
+    cpu = survey_cli("table", "--db", filled_store.url).stdout
+    assert "Measured without a GPU (no GPU (x86_64))" in cpu
+    html = survey_cli("table", "--format", "html", "--db", filled_store.url).stdout
+    assert '<p class="availability-platform">Measured without a GPU' in html
+    with filled_store.session() as s:
+        ingest(s, report_bytes("h200-sm90-triton-3.6.0.json"), candidate="triton-3.6.0")
+    assert "Measured without a GPU" not in survey_cli("table", "--db", filled_store.url).stdout

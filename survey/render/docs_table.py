@@ -265,6 +265,7 @@ class DocsTable:
     notes: list[str] = field(default_factory=list)
     since: list[dict[str, Any]] = field(default_factory=list)
     documented: list[dict[str, Any]] = field(default_factory=list)
+    measured_on: str | None = None  # said under the table: every measurement is from one platform without a GPU
 
     @property
     def columns(self) -> list[str]:
@@ -401,6 +402,10 @@ def build(s: Session, scope: str = "catalog", columns: list[str] | None = None,
     _same_choices(rows, choices_of, keys)
     keys = [k for k in keys if k == "source" or k in keep or _has_information(k, rows, many_platforms)]
     table = DocsTable(keys, rows)
+    if len(platforms) == 1 and next(iter(platforms)).startswith("none:"):
+        label = next(sl.platform_label for sl in slots if sl.platform_key in platforms)
+        table.measured_on = (f"Measured without a GPU ({label}): a mode a GPU backend would run is not answered here; "
+                             "evidence from a GPU host (`survey ingest`) answers it.")
     for row in rows:
         for k in keys:
             note = row[k].note
@@ -493,6 +498,8 @@ def to_markdown(table: DocsTable) -> str:
         for i, note in enumerate(table.notes, 1):
             lines += _wrap(md(note), f"{i}. ", " " * len(f"{i}. "))
         out.append("\n".join(lines) + "\n")
+    if table.measured_on:
+        out.append("\n".join(_wrap(md(table.measured_on), "", "")) + "\n")
     if table.since:
         lines = ["**Since**, from the evidence across releases (ordered by version; catalog candidates only):", ""]
         for phrase in since.since_lines(table.since):
@@ -543,6 +550,8 @@ def to_html(table: DocsTable) -> str:
         body.append("<tr>" + "".join(tds) + "</tr>")
     parts = [f'<table class="availability">\n<thead><tr>{head}</tr></thead>\n<tbody>\n' + "\n".join(body)
              + "\n</tbody>\n</table>"]
+    if table.measured_on:
+        parts.append(f'<p class="availability-platform">{inline_html(table.measured_on)}</p>')
     if table.notes:
         items = "".join(f'<li id="availability-note-{i}">{inline_html(n)}</li>' for i, n in enumerate(table.notes, 1))
         parts.append(f'<ol class="availability-notes">{items}</ol>')
