@@ -402,7 +402,7 @@ def build(s: Session, scope: str = "catalog", columns: list[str] | None = None,
     _same_choices(rows, choices_of, keys)
     keys = [k for k in keys if k == "source" or k in keep or _has_information(k, rows, many_platforms)]
     table = DocsTable(keys, rows)
-    if len(platforms) == 1 and next(iter(platforms)).startswith("none:"):
+    if len(platforms) == 1 and (next(iter(platforms)) or "").startswith("none:"):
         label = next(sl.platform_label for sl in slots if sl.platform_key in platforms)
         table.measured_on = (f"Measured without a GPU ({label}): a mode a GPU backend would run is not answered here; "
                              "evidence from a GPU host (`survey ingest`) answers it.")
