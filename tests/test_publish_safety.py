@@ -9,7 +9,7 @@ import stat
 from html.parser import HTMLParser
 from pathlib import Path
 from typing import Any
-from urllib.parse import unquote, urlsplit
+from urllib.parse import unquote, urljoin, urlsplit
 
 import httpx
 import pytest
@@ -59,9 +59,11 @@ def crawl(c: httpx.Client, start: list[str]) -> dict[str, httpx.Response]:
         if "text/html" in resp.headers.get("content-type", ""):
             parser = Links()
             parser.feed(resp.text)
-            for link in parser.links:
-                u = urlsplit(link)
-                if not (u.scheme or u.netloc or u.query) and u.path.startswith("/") and not is_interactive(u.path):
+            for link in parser.links:  # relative to the page, as a browser reads them
+                if urlsplit(link).scheme or urlsplit(link).netloc:
+                    continue
+                u = urlsplit(urljoin(str(resp.url), link))
+                if not u.query and not is_interactive(u.path):
                     todo.append(u.path)
     return seen
 
