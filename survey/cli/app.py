@@ -122,6 +122,7 @@ def _flags_take_no_value(command: typer.core.TyperGroup | typer.core.TyperComman
     import typer._click as click_mod
 
     commands = [command, *getattr(command, "commands", {}).values()]
+    commands += [sub for c in commands[1:] for sub in getattr(c, "commands", {}).values()]  # `survey store backup`
     for cmd in commands:
         params = list(cmd.params)
         helper = cmd.get_help_option(click_mod.Context(cmd, info_name=cmd.name))
