@@ -27,10 +27,13 @@ from db import widths
 from probes import outcomes as O
 from survey.evidence import queries
 from survey.verdicts import matrix as survey_matrix
+from survey.verdicts.modes import Acceptance
 
-COLORS = {"accepted": "#2e7d32", "refused": "#c62828", "absent": "#6d6d6d", "unknown": "#b58900",
+COLORS = {Acceptance.ACCEPTED: "#2e7d32", Acceptance.REFUSED: "#c62828", Acceptance.ABSENT: "#6d6d6d",
+          Acceptance.UNKNOWN: "#b58900",
           "unstable": "#ef6c00", "mixed": "#6a1b9a", "not measured": "#9e9e9e"}
-SHIELDS = {"accepted": "success", "refused": "critical", "absent": "inactive", "unknown": "yellow",
+SHIELDS = {Acceptance.ACCEPTED: "success", Acceptance.REFUSED: "critical", Acceptance.ABSENT: "inactive",
+           Acceptance.UNKNOWN: "yellow",
            "unstable": "orange", "mixed": "blueviolet", "not measured": "lightgrey"}
 
 
@@ -43,8 +46,8 @@ def cell(store: Any, candidate: str, backend: str, mode: str, platform: str | No
     words = set()
     for r in rows:
         word = "unstable" if r["outcome"] == O.UNSTABLE else r["verdict"]
-        words.add(f"{word} (stub-derived)" if r.get("verdict_source") == "stub" and word in ("accepted", "refused")
-                  else word)
+        stub = r.get("verdict_source") == "stub" and word in (Acceptance.ACCEPTED, Acceptance.REFUSED)
+        words.add(f"{word} (stub-derived)" if stub else word)
     if not words:
         message, key = "not measured", "not measured"
     elif len(words) == 1:

@@ -17,6 +17,7 @@ from markupsafe import escape as html_escape
 
 from probes import outcomes as O
 from survey.render import escape
+from survey.verdicts.modes import Acceptance
 
 TEMPLATES = Path(__file__).with_name("templates")
 STATIC = Path(__file__).with_name("static")
@@ -37,7 +38,7 @@ def outcome_class(outcome: Any) -> str:
     return f"o-{outcome}" if outcome in O.OUTCOMES else "o-none"
 
 
-VERDICT_MARKS = {"accepted": "✓", "refused": "✗", "absent": "✗", "unknown": "?"}
+VERDICT_MARKS = {Acceptance.ACCEPTED: "✓", Acceptance.REFUSED: "✗", Acceptance.ABSENT: "✗", Acceptance.UNKNOWN: "?"}
 
 
 def verdict_class(cell: Any) -> str:
@@ -45,7 +46,7 @@ def verdict_class(cell: Any) -> str:
     green, ``c-refused`` and ``c-absent`` red, ``c-unknown`` grey, and amber
     ``c-unstable`` for an unknown whose attempts disagreed."""
     verdict = cell.get("verdict") if isinstance(cell, dict) else None
-    if verdict == "unknown" and cell.get("outcome") == O.UNSTABLE:
+    if verdict == Acceptance.UNKNOWN and cell.get("outcome") == O.UNSTABLE:
         return "c-unstable"
     return f"c-{verdict}" if verdict in VERDICT_MARKS else "c-none"
 

@@ -111,19 +111,9 @@ def check_cmd(
     if output_json:
         sys.stdout.write(json_text(result.as_dict(), indent=1) + "\n")
     else:
-        color = {0: "green", 2: "red", 3: "yellow"}.get(result.exit_code, "white")
-        words = {0: "will run", 2: "cannot run it", 3: "not enough evidence"}.get(result.exit_code, "cannot tell here")
-        out.print(f"[bold {color}]{words}[/]: {rich_markup(target)} with backend={backend} "
-                  f"mode={rich_markup(queries.mode_label(mode))}" + (f" ({result.cause})" if result.cause else ""))
-        lines = [f"  reason: {result.reason}"] + ([f"  fix: {result.fix}"] if result.fix else [])
-        for q, a in (("backend present", result.backend_present), ("mode accepted", result.mode_accepted),
-                     ("library loads", result.library_loads)):
-            src = f" [{a.source}]" if a.source else ""
-            lines.append(f"  {q}: {a.answer}{src} - {a.basis}")
-        lines += [f"  note: {d}" for d in result.details]
-        if result.run_id:
-            lines.append(f"  evidence: run #{result.run_id} ({result.candidate}, {result.platform}), "
-                         f"{result.evidence_date} ({result.evidence_age})")
-        for line in lines:
+        from survey.render import check as view
+
+        out.print(view.head(result, target, backend, mode))
+        for line in view.lines(result):
             out.print(terminal(line), markup=False)
     raise typer.Exit(result.exit_code)

@@ -24,7 +24,6 @@ from the evidence of another platform (a GPU host's, ingested) without resolving
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -34,7 +33,7 @@ from db import models as m
 from db.store import Store
 from probes import PROBE_VERSION
 from probes import outcomes as O
-from survey.core import errortext, exitcodes
+from survey.core import errortext
 from survey.core.errors import TargetError, UnknownTarget
 from survey.environments import catalog as catalog_mod
 from survey.environments import targets
@@ -44,34 +43,9 @@ from survey.evidence.identity import Resolved
 from survey.evidence.ingest import find_unchanged
 from survey.evidence.queries import age_text, iso, mode_label
 from survey.verdicts import matrix as survey_matrix
-from survey.verdicts.answers import NO, UNKNOWN, Answer, backend_present, library_loads, mode_accepted
-from survey.verdicts.modes import published_verdicts
-
-
-@dataclass
-class CheckResult:
-    exit_code: int
-    verdict: str  # runs | cannot_run | not_enough_evidence
-    cause: str | None  # why it does not run, or why there is not enough evidence; None when it runs
-    reason: str
-    fix: str | None
-    target: str
-    backend: str
-    mode: str | None
-    backend_present: Answer = field(default_factory=lambda: Answer(UNKNOWN, "not measured"))
-    mode_accepted: Answer = field(default_factory=lambda: Answer(UNKNOWN, "not measured"))
-    library_loads: Answer = field(default_factory=lambda: Answer(UNKNOWN, "not measured"))
-    candidate: str | None = None
-    environment: str | None = None
-    platform: str | None = None
-    run_id: int | None = None
-    evidence_date: str | None = None
-    evidence_age: str | None = None
-    live_outcome: str | None = None
-    details: list[str] = field(default_factory=list)
-
-    def as_dict(self) -> dict[str, Any]:
-        return asdict(self)  # the answers too (Answer is a dataclass)
+from survey.verdicts.answers import NO, Answer, backend_present, library_loads, mode_accepted
+from survey.verdicts.modes import Acceptance, published_verdicts
+from survey.verdicts.verdict import Cause, CheckResult, Verdict, cause_of
 
 
 # ----------------------------------------------------------------- where else
@@ -92,7 +66,7 @@ def _measured_builds(s: Session, keep: Callable[[dict[str, Any]], bool], note_st
 
 def _who_has_backend(s: Session, backend: str) -> list[str]:
     return _measured_builds(s, lambda r: r["backend"] == backend and r["mode_arg"] is None
-                            and r["verdict"] != "absent")
+                            and r["verdict"] != Acceptance.ABSENT)
 
 
 def _mode_fix(s: Session, backend: str, mode: str | None) -> str:
@@ -101,10 +75,10 @@ def _mode_fix(s: Session, backend: str, mode: str | None) -> str:
     def same(r: dict[str, Any]) -> bool:
         return bool(r["backend"] == backend and r["mode_arg"] == mode)
 
-    acc = _measured_builds(s, lambda r: same(r) and r["verdict"] == "accepted", note_stub=True)
+    acc = _measured_builds(s, lambda r: same(r) and r["verdict"] == Acceptance.ACCEPTED, note_stub=True)
     if acc:
         return "builds that accept it (measured): " + ", ".join(acc)
-    open_ = _measured_builds(s, lambda r: same(r) and r["verdict"] not in ("accepted", "refused", "absent"))
+    open_ = _measured_builds(s, lambda r: same(r) and r["verdict"] in (Acceptance.UNKNOWN, None))
     if open_:
         return ("not answered here for " + ", ".join(open_) + " (not refused: no GPU, or no clean answer, where "
                 "they were probed); probe them on a GPU to know")
@@ -115,8 +89,9 @@ def _mode_fix(s: Session, backend: str, mode: str | None) -> str:
 def check_run(s: Session, run: m.Run, target: str, backend: str, mode: str | None) -> CheckResult:
     """Will (backend, mode) run in the environment of ``run``, on its platform?"""
     base_mode = mode.split(":", 1)[0] if mode else None
-    res = CheckResult(exitcodes.NOT_ENOUGH_EVIDENCE, "not_enough_evidence", None, "", None, target, backend, mode,
-                      candidate=run.candidate.name, environment=run.environment.label if run.environment else None,
+    res = CheckResult(verdict=Verdict.NOT_ENOUGH_EVIDENCE, cause=None, reason="", fix=None, target=target,
+                      backend=backend, mode=mode, candidate=run.candidate.name,
+                      environment=run.environment.label if run.environment else None,
                       platform=run.platform.key if run.platform else None, run_id=run.id,
                       evidence_date=iso(run.finished_at), evidence_age=age_text(run.finished_at))
     if base_mode != mode:
@@ -126,73 +101,69 @@ def check_run(s: Session, run: m.Run, target: str, backend: str, mode: str | Non
     res.backend_present = backend_present(run, backend)
     res.mode_accepted = mode_accepted(v)
     res.library_loads = library_loads(run, backend, v)
-    cannot = exitcodes.CANNOT_RUN
-
-    def verdict(code: int, word: str, cause: str | None, reason: str, fix: str | None) -> CheckResult:
-        res.exit_code, res.verdict, res.cause, res.reason, res.fix = code, word, cause, reason, fix
-        return res
-
     if v is None and not run.modes and run.triton_version is None:
         res.backend_present = Answer(NO, "there is no Triton in this environment", "live")
-        return verdict(cannot, "cannot_run", "no_triton", "this environment has no Triton (so no Proton)",
-                       "install triton (or use an environment that has it)")
+        return res.decide(Cause.NO_TRITON, "this environment has no Triton (so no Proton)",
+                          "install triton (or use an environment that has it)")
     if v is None:
-        return verdict(exitcodes.NOT_ENOUGH_EVIDENCE, "not_enough_evidence", "not_checked",
-                       f"the probe did not check backend={backend!r} mode={mode_label(base_mode)!r} here",
-                       "probe again with `survey probe --only BACKEND:MODE`")
+        return res.decide(Cause.NOT_CHECKED,
+                          f"the probe did not check backend={backend!r} mode={mode_label(base_mode)!r} here",
+                          "probe again with `survey probe --only BACKEND:MODE`")
     res.live_outcome = v.outcome
     inherited = [r for r in run.modes if r.env == "inherited" and not r.stub and r.backend == backend
                  and r.mode == base_mode]
     if inherited and inherited[0].outcome in (O.DISABLED, O.DEVICES_ENV_REJECTED):
         r = inherited[0]
-        return verdict(cannot, "cannot_run", r.outcome,
-                       f"with the environment's own variables: {r.outcome}: {r.message or 'start() returned None'}",
-                       "unset TRITON_PROTON_DISABLE" if r.outcome == O.DISABLED else
-                       "unset HIP_VISIBLE_DEVICES / CUDA_VISIBLE_DEVICES and select devices with ROCR_VISIBLE_DEVICES")
-    if v.verdict == "absent" or res.backend_present.answer == NO:
+        return res.decide(cause_of(r.outcome),
+                          f"with the environment's own variables: {r.outcome}: "
+                          f"{r.message or 'start() returned None'}",
+                          "unset TRITON_PROTON_DISABLE" if r.outcome == O.DISABLED else
+                          "unset HIP_VISIBLE_DEVICES / CUDA_VISIBLE_DEVICES and select devices with "
+                          "ROCR_VISIBLE_DEVICES")
+    if v.verdict == Acceptance.ABSENT or res.backend_present.answer == NO:
         have = _who_has_backend(s, backend)
-        return verdict(cannot, "cannot_run", "backend_absent",
-                       f"Triton {run.triton_version} has no `{backend}` backend ({v.message})",
-                       ("builds with it (measured): " + ", ".join(have)) if have else
-                       f"no measured build offers `{backend}`")
-    if v.verdict == "refused":
+        return res.decide(Cause.BACKEND_ABSENT,
+                          f"Triton {run.triton_version} has no `{backend}` backend ({v.message})",
+                          ("builds with it (measured): " + ", ".join(have)) if have else
+                          f"no measured build offers `{backend}`")
+    if v.verdict == Acceptance.REFUSED:
         src = " (answer from a stub library: the real library did not load first)" if v.source == "stub" else ""
-        verdict(cannot, "cannot_run", "mode_refused",
-                f"this build refuses `{backend}` with mode `{mode_label(base_mode)}`: {v.reason}{src}",
-                _mode_fix(s, backend, base_mode))
+        res.decide(Cause.MODE_REFUSED,
+                   f"this build refuses `{backend}` with mode `{mode_label(base_mode)}`: {v.reason}{src}",
+                   _mode_fix(s, backend, base_mode))
         if res.library_loads.answer == NO:
             res.details.append(f"`{res.library_loads.library}` does not load either, but providing it would not "
                                f"make this run: the build refuses the mode ({res.library_loads.fix})")
         return res
     if v.outcome == O.LIBRARY_MISSING:
         lib = res.library_loads
-        verdict(cannot, "cannot_run", "library_missing", lib.basis, lib.fix)
-        if v.source == "stub" and v.verdict == "accepted":
+        res.decide(Cause.LIBRARY_MISSING, lib.basis, lib.fix)
+        if v.source == "stub" and v.verdict == Acceptance.ACCEPTED:
             res.details.append("with the library in place this build accepts the mode (stub-derived)")
         return res
     if v.outcome == O.OK:
         cap = next((c for c in run.captures if c.backend == backend and c.mode == base_mode), None)
         if cap is not None and cap.outcome == O.EMPTY_CAPTURE:
-            return verdict(exitcodes.NOT_ENOUGH_EVIDENCE, "not_enough_evidence", "capture_empty",
-                           "proton.start() succeeded here, but the GELU capture recorded no kernel "
-                           f"({cap.message}); whether your run's capture will hold data is not established",
-                           "check that your kernels give this backend something to record")
+            return res.decide(Cause.CAPTURE_EMPTY,
+                              "proton.start() succeeded here, but the GELU capture recorded no kernel "
+                              f"({cap.message}); whether your run's capture will hold data is not established",
+                              "check that your kernels give this backend something to record")
         if cap is not None and cap.outcome != O.OK:
-            return verdict(cannot, "cannot_run", "capture_failed",
-                           f"proton.start() works but the GELU capture did not: {cap.outcome} ({cap.message})", None)
-        return verdict(exitcodes.OK, "runs", None, "proton.start() succeeded here" + (
+            return res.decide(Cause.CAPTURE_FAILED,
+                              f"proton.start() works but the GELU capture did not: {cap.outcome} ({cap.message})",
+                              None)
+        return res.decide(None, "proton.start() succeeded here" + (
             f" and a GELU capture recorded {cap.kernel_count} kernel launches" if cap is not None else ""), None)
     if v.outcome == O.NO_GPU:
-        known = ("the mode is accepted (stub-derived)" if v.verdict == "accepted"
+        known = ("the mode is accepted (stub-derived)" if v.verdict == Acceptance.ACCEPTED
                  else "whether the mode is accepted is unknown")
-        return verdict(exitcodes.NOT_ENOUGH_EVIDENCE, "not_enough_evidence", "no_gpu",
-                       f"probed where there is no GPU; the backend is present and {known}",
-                       "probe on a GPU host (`survey probe` there, then `survey ingest` the report), or ask about "
-                       "a GPU platform that has evidence with --platform")
-    word = {O.UNSTABLE: "unstable", O.CRASH: "crashed", O.TIMEOUT: "hung", O.ERROR: "unrecognised_error"}
-    if v.outcome in word:
-        return verdict(cannot, "cannot_run", word[v.outcome], f"proton.start(): {v.reason}", None)
-    return verdict(exitcodes.NOT_ENOUGH_EVIDENCE, "not_enough_evidence", None, v.reason, None)
+        return res.decide(Cause.NO_GPU,
+                          f"probed where there is no GPU; the backend is present and {known}",
+                          "probe on a GPU host (`survey probe` there, then `survey ingest` the report), or ask about "
+                          "a GPU platform that has evidence with --platform")
+    if v.outcome in (O.UNSTABLE, O.CRASH, O.TIMEOUT, O.ERROR):
+        return res.decide(cause_of(v.outcome), f"proton.start(): {v.reason}", None)
+    return res.decide(None, v.reason, None, Verdict.NOT_ENOUGH_EVIDENCE)
 
 
 # ----------------------------------------------------------------- target
@@ -246,10 +217,10 @@ def check_target(
     with store.session() as s:
         if outcome.run_id is not None and outcome.status in ("probed", "unchanged"):
             return check_run(s, queries.get_run(s, outcome.run_id), target, backend, mode)
-    return CheckResult(exitcodes.NOT_ENOUGH_EVIDENCE, "not_enough_evidence", "not_probed",
-                       f"{target} could not be probed here ({outcome.status}): {outcome.message}",
-                       "probe it where it can be obtained and `survey ingest` the report", target, backend, mode,
-                       candidate=name, platform=here.key, run_id=outcome.run_id)
+    return CheckResult(verdict=Verdict.NOT_ENOUGH_EVIDENCE, cause=Cause.NOT_PROBED,
+                       reason=f"{target} could not be probed here ({outcome.status}): {outcome.message}",
+                       fix="probe it where it can be obtained and `survey ingest` the report", target=target,
+                       backend=backend, mode=mode, candidate=name, platform=here.key, run_id=outcome.run_id)
 
 
 def _from_platform(s: Session, t: targets.Target, target: str, backend: str, mode: str | None,
@@ -294,11 +265,10 @@ def _elsewhere(s: Session, cand: m.Candidate, target: str, backend: str, mode: s
         what = "has no evidence yet" if platform == "(none given)" else f"has no evidence for platform {platform}"
         if failed:
             what += f": its last attempt was {failed[0].status} ({errortext.cause(failed[0].error, cand.spec)})"
-    return CheckResult(exitcodes.NOT_ENOUGH_EVIDENCE, "not_enough_evidence", "not_probed",
-                       f"{cand.name} {what}",
-                       ("evidence exists for: " + ", ".join(keys) + " (ask with --platform KEY)") if keys else
-                       "probe it there (`survey probe`, then `survey ingest`)", target, backend, mode,
-                       candidate=cand.name, platform=platform)
+    return CheckResult(verdict=Verdict.NOT_ENOUGH_EVIDENCE, cause=Cause.NOT_PROBED, reason=f"{cand.name} {what}",
+                       fix=("evidence exists for: " + ", ".join(keys) + " (ask with --platform KEY)") if keys else
+                       "probe it there (`survey probe`, then `survey ingest`)", target=target, backend=backend,
+                       mode=mode, candidate=cand.name, platform=platform)
 
 
 def _not_obtained(store: Store, t: targets.Target, target: str, backend: str, mode: str | None, e: TargetError,
@@ -316,10 +286,10 @@ def _not_obtained(store: Store, t: targets.Target, target: str, backend: str, mo
         cand = queries.get_candidate(s, t.name)
         run = queries.latest_complete(s, cand.id, here.key)
         if run is None:  # the same exit as any target that cannot be obtained here (7)
-            return CheckResult(e.exit_code, "not_enough_evidence", "unobtainable",
-                               f"{target} cannot be obtained here: {cause}",
-                               "probe it where it can be obtained and `survey ingest` the report", target, backend,
-                               mode, candidate=t.name, platform=here.key)
+            return CheckResult(verdict=Verdict.NOT_ENOUGH_EVIDENCE, cause=Cause.UNOBTAINABLE,
+                               reason=f"{target} cannot be obtained here: {cause}",
+                               fix="probe it where it can be obtained and `survey ingest` the report", target=target,
+                               backend=backend, mode=mode, candidate=t.name, platform=here.key)
         res = check_run(s, run, target, backend, mode)
         res.details.append(f"{target} could not be resolved again here ({cause}); answered from run #{run.id}, "
                            "which may not be its current state")

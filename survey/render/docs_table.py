@@ -54,7 +54,7 @@ from survey.render import escape
 from survey.render.table import pipe_table
 from survey.verdicts import documented as documented_mod
 from survey.verdicts import since, stability
-from survey.verdicts.modes import BACKEND_ORDER, MODE_ORDER, ModeVerdict, published_verdicts
+from survey.verdicts.modes import BACKEND_ORDER, MODE_ORDER, Acceptance, ModeVerdict, published_verdicts
 
 # column key -> header, in the order `--columns` lists them
 HEADERS = {
@@ -139,16 +139,16 @@ def modes_cell(run: m.Run, backend: str) -> tuple[str, str | None]:
     vs = {v.mode: v for v in published_verdicts(run) if v.backend == backend}
     if not vs:
         return "not measured", None
-    if all(v.verdict == "absent" for v in vs.values()):
+    if all(v.verdict == Acceptance.ABSENT for v in vs.values()):
         return "backend absent", None
     named = [vs[md] for md in _NAMED_MODES.get(backend, ("pcsampling", "periodic_flushing")) if md in vs]
-    acc = [v for v in named if v.verdict == "accepted"]
-    ref = [v for v in named if v.verdict == "refused"]
-    unk = [v for v in named if v.verdict == "unknown"]
+    acc = [v for v in named if v.verdict == Acceptance.ACCEPTED]
+    ref = [v for v in named if v.verdict == Acceptance.REFUSED]
+    unk = [v for v in named if v.verdict == Acceptance.UNKNOWN]
     used = acc + ref
     if acc:
         head = _and([_mode_name(v.mode) for v in acc]) + ("" if len(acc) == len(named) else " only")
-    elif None in vs and vs[None].verdict == "accepted":
+    elif None in vs and vs[None].verdict == Acceptance.ACCEPTED:
         head = "no mode only"
         used.append(vs[None])
     else:

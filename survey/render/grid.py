@@ -23,7 +23,7 @@ from rich.text import Text
 
 from probes import outcomes as O
 from survey.render import escape
-from survey.verdicts.modes import BACKEND_ORDER, MODE_ORDER
+from survey.verdicts.modes import BACKEND_ORDER, MODE_ORDER, Acceptance
 
 SLOT = 2  # characters of one mode's slot in a backend's column: a symbol and its stub mark
 NATURAL_WIDTH = 100_000  # a console this wide never wraps: output that is not a terminal is never cut
@@ -122,10 +122,10 @@ def grid_of(rows: list[dict[str, Any]]) -> Grid:
 def symbol(row: dict[str, Any]) -> tuple[str, str]:
     """(symbol, colour) of one measured matrix row; "*" marks stub-derived."""
     verdict = row.get("verdict")
-    if verdict == "accepted":
+    if verdict == Acceptance.ACCEPTED:
         cap = row.get("capture_outcome")
         kind = "partly" if cap is not None and cap != O.OK and cap not in _CAPTURE_NO_ANSWER else "works"
-    elif verdict in ("refused", "absent"):
+    elif verdict in (Acceptance.REFUSED, Acceptance.ABSENT):
         kind = "refused"
     else:
         kind = "unknown"

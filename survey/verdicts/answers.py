@@ -29,7 +29,7 @@ from pydantic import Field
 
 from db import models as m
 from probes import outcomes as O
-from survey.verdicts.modes import ModeVerdict, published_verdicts
+from survey.verdicts.modes import Acceptance, ModeVerdict, published_verdicts
 
 Word = Literal["yes", "no", "unknown", "not_applicable"]
 YES: Literal["yes"] = "yes"
@@ -78,9 +78,9 @@ def backend_present(run: m.Run, backend: str) -> Answer:
         ok = backend in run.cli_backends
         return Answer(YES if ok else NO, f"the proton CLI's -b choices {'list' if ok else 'lack'} it", "cli")
     vs = verdicts_of(run, backend)
-    if vs and all(v.verdict == "absent" for v in vs):
+    if vs and all(v.verdict == Acceptance.ABSENT for v in vs):
         return Answer(NO, f"proton.start: {vs[0].message}", "live")
-    if vs and all(v.verdict == "absent" or v.outcome == O.UNSTABLE for v in vs):
+    if vs and all(v.verdict == Acceptance.ABSENT or v.outcome == O.UNSTABLE for v in vs):
         return Answer(UNKNOWN, "unstable: what is left settled says absent")  # decided by neither
     if vs:
         return Answer(YES, "proton.start got past the backend", "live")
@@ -95,11 +95,11 @@ def mode_accepted(v: ModeVerdict | None) -> Answer:
     """The verdict of one (backend, mode) check (``verdict_of``) as an answer."""
     if v is None:
         return Answer(UNKNOWN, "not checked by the probe")
-    if v.verdict == "accepted":
+    if v.verdict == Acceptance.ACCEPTED:
         return Answer(YES, v.reason, v.source)
-    if v.verdict == "refused":
+    if v.verdict == Acceptance.REFUSED:
         return Answer(NO, v.reason, v.source)
-    if v.verdict == "absent":
+    if v.verdict == Acceptance.ABSENT:
         return Answer(NOT_APPLICABLE, "the backend is absent")
     return Answer(UNKNOWN, v.reason, v.source)
 

@@ -12,16 +12,21 @@ no backend, mode or outcome.
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, WithJsonSchema
 
 from probes import outcomes as O
+from survey.verdicts.modes import Acceptance
 
 SCHEMA_ID = "https://proton-survey.invalid/schema/matrix-rows.v1.schema.json"
 
 Outcome = Literal[O.OUTCOMES]  # type: ignore[valid-type]
 Backend = Literal[O.BACKENDS]  # type: ignore[valid-type]
+
+
+# The published schema (schema/matrix-rows.v1.schema.json) spells the enum in place.
+_INLINE_ENUM = WithJsonSchema({"enum": [str(a) for a in Acceptance], "type": "string"})
 
 
 class MatrixRow(BaseModel):
@@ -43,9 +48,9 @@ class MatrixRow(BaseModel):
     mode: str | None = Field(description="the mode's label: `none` for no mode")
     mode_arg: str | None = Field(description="the mode as passed to proton.start (null: no mode)")
     outcome: Outcome | None = Field(description="the live check's outcome")  # type: ignore[valid-type]
-    verdict: Literal["accepted", "refused", "absent", "unknown"] | None = Field(
-        description="what the build does with the mode: accepted, refused, absent (no such backend), unknown "
-                    "(not answered here)")
+    verdict: Annotated[Acceptance, _INLINE_ENUM] | None = Field(
+        title="Verdict", description="what the build does with the mode: accepted, refused, absent (no such backend), "
+                                     "unknown (not answered here)")
     verdict_source: Literal["live", "stub"] | None = Field(
         description="live, or stub: answered through a stub library (stub-derived, never a live result)")
     stub_outcome: Outcome | None = Field(  # type: ignore[valid-type]
