@@ -49,3 +49,15 @@ def test_a_candidate_that_cannot_be_obtained_is_exit_7_like_any_target(tmp_path:
     r = survey_cli("check", "gone", "--backend", "cupti", "--catalog", str(catalog), "--json",
                    "--db", f"sqlite:///{tmp_path / 's.db'}")
     assert r.returncode == exitcodes.UNOBTAINABLE and '"cause": "unobtainable"' in r.stdout
+
+
+def test_a_postgresql_store_without_its_driver_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The PostgreSQL driver is the `postgres` extra: where it is not installed (here: an
+    environment whose `import psycopg` fails), a postgresql:// store is one line naming it."""
+    import sys
+
+    monkeypatch.setitem(sys.modules, "psycopg", None)  # as where the package is not installed
+    r = survey_cli("table", "--db", "postgresql://survey@127.0.0.1:9/survey")
+    assert r.returncode == exitcodes.INPUT, r
+    assert "Traceback" not in r.stderr + r.stdout
+    assert len(r.stderr.strip().splitlines()) == 1 and "pip install 'proton-survey[postgres]'" in r.stderr
