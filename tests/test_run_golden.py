@@ -1,6 +1,6 @@
 """`survey run`'s output, byte for byte, on fake environments (tests/envs.py) and a
 fixed clock: what the terminal log, the summary and the table say is the contract the
-flow keeps.
+flow (plan, execute, report) keeps. `--json-lines` says the same in events.
 
 Regenerate tests/golden/ only for a change of output that is meant:
 SURVEY_GOLDEN_WRITE=1 pytest tests/test_run_golden.py."""
@@ -8,6 +8,7 @@ SURVEY_GOLDEN_WRITE=1 pytest tests/test_run_golden.py."""
 from __future__ import annotations
 
 import datetime as dt
+import json
 import os
 import socket
 import sys
@@ -73,3 +74,30 @@ def test_survey_run_says_what_it_always_said(environments: Path, tmp_path: Path)
     text = "\n".join(f"== {what} (exit {r.returncode})\n-- stdout\n{r.stdout}-- stderr\n{r.stderr}"
                      for what, r in (("first", first), ("again", again), ("quiet", quiet)))
     golden("run.txt", normalised(normalised(text, environments), root))
+
+
+def test_json_lines_are_the_events_of_the_survey(environments: Path, tmp_path: Path) -> None:
+    db = f"sqlite:///{tmp_path / 's.db'}"
+    cat = str(environments / "catalog.toml")
+    with time_machine.travel(NOW, tick=False):
+        r = survey_cli("run", "--catalog", cat, "--jobs", "1", "--timeout", "20", "--json-lines", "--db", db)
+    assert r.returncode == 0, r
+    events = [json.loads(line) for line in r.stdout.splitlines()]
+    assert r.stderr == ""
+    plan = events[0]
+    assert plan["event"] == "plan"
+    assert [(c["name"], c["why"]) for c in plan["candidates"]] == [("fake-ok", "new"), ("fake-refuses", "new"),
+                                                                    ("gone", "new")]
+    done = {e["name"]: e for e in events if e["event"] == "done"}
+    assert {n: e["status"] for n, e in done.items()} == {"fake-ok": "probed", "fake-refuses": "probed",
+                                                         "gone": "unobtainable"}
+    assert events[-1] == {"event": "summary", "counts": {"probed": 2, "unobtainable": 1},
+                          "store": str(tmp_path / "s.db"), "changed": True}
+    golden("run.jsonl", normalised(normalised(r.stdout, environments), tmp_path.parent))
+    with time_machine.travel(NOW, tick=False):
+        again = survey_cli("run", "--catalog", cat, "--jobs", "1", "--json-lines", "--db", db)
+    [plan] = [json.loads(line) for line in again.stdout.splitlines() if '"event": "plan"' in line]
+    assert [(c["name"], c["why"]) for c in plan["candidates"]] == [("fake-ok", "recheck"),
+                                                                    ("fake-refuses", "recheck"),
+                                                                    ("gone", "unobtainable")]
+    assert json.loads(again.stdout.splitlines()[-1])["changed"] is False
