@@ -21,7 +21,7 @@ from survey.verdicts.modes import Acceptance
 
 SCHEMA_ID = "https://proton-survey.invalid/schema/matrix-rows.v1.schema.json"
 
-Outcome = Literal[O.OUTCOMES]  # type: ignore[valid-type]
+Outcome = Literal[O.OUTCOMES]  # type: ignore[valid-type]  # the probe's tuple, spelled once
 Backend = Literal[O.BACKENDS]  # type: ignore[valid-type]
 
 
@@ -44,20 +44,20 @@ class MatrixRow(BaseModel):
         description="measured: a complete run is the evidence; otherwise why there is none")
     triton_version: str | None = Field(description="the Triton release the run found (null: none)")
     environment: str | None = Field(description="the environment, in words")
-    backend: Backend | None = Field(description="the Proton backend checked")  # type: ignore[valid-type]
+    backend: Backend | None = Field(description="the Proton backend checked")
     mode: str | None = Field(description="the mode's label: `none` for no mode")
     mode_arg: str | None = Field(description="the mode as passed to proton.start (null: no mode)")
-    outcome: Outcome | None = Field(description="the live check's outcome")  # type: ignore[valid-type]
+    outcome: Outcome | None = Field(description="the live check's outcome")
     verdict: Annotated[Acceptance, _INLINE_ENUM] | None = Field(
         title="Verdict", description="what the build does with the mode: accepted, refused, absent (no such backend), "
                                      "unknown (not answered here)")
     verdict_source: Literal["live", "stub"] | None = Field(
         description="live, or stub: answered through a stub library (stub-derived, never a live result)")
-    stub_outcome: Outcome | None = Field(  # type: ignore[valid-type]
+    stub_outcome: Outcome | None = Field(
         description="the outcome through the stub library, where one was used")
     library: str | None = Field(description="the library that did not load, where one did not")
     reason: str | None = Field(description="the verdict's reason, in words")
-    capture_outcome: Outcome | None = Field(description="the GELU capture's outcome")  # type: ignore[valid-type]
+    capture_outcome: Outcome | None = Field(description="the GELU capture's outcome")
     capture_kernel_count: int | None = Field(description="kernel launches the capture recorded")
     capture_gpu_time_ns: float | None = Field(description="GPU time the capture recorded, in nanoseconds")
     run_id: int | None = Field(description="the run that is the evidence (or the last failed attempt)")
