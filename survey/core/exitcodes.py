@@ -15,6 +15,4 @@ UNOBTAINABLE = 7  # the candidate could not be obtained here (pip, pull, build)
 CONDITIONAL = 8  # `survey check --recipe`: a profile is left only on a stated condition on the workload (measured)
 USAGE = 64  # EX_USAGE: an unknown command, option, backend, mode or format (with "did you mean")
 INPUT = 65  # EX_DATAERR: invalid report, catalog, recipe or unknown target
-# EX_UNAVAILABLE: no container engine; `run --ray`: no Ray, or no cluster at ADDRESS; an extra that is not
-# installed (`export --format parquet`: pyarrow)
-ENGINE_UNAVAILABLE = 69
+ENGINE_UNAVAILABLE = 69  # EX_UNAVAILABLE: no container engine; `run --ray`: no Ray or cluster; an extra not installed
