@@ -18,7 +18,7 @@ from survey.core import exitcodes
 from survey.verdicts.modes import Acceptance
 from survey.verdicts.verdict import OUTCOME_CAUSES, Cause, CheckResult, Verdict
 from tests.conftest import survey_cli
-from tests.test_api import H200, gpu_store, make_client, portal  # noqa: F401  (fixtures)
+from tests.test_api import H200, gpu_store  # noqa: F401  (the fixture)
 
 ROOT = Path(__file__).resolve().parents[1]
 
