@@ -37,7 +37,7 @@ from survey.core import credentials, errortext
 from survey.core.errors import UnknownTarget
 from survey.evidence import queries
 from survey.verdicts import modes as survey_verdicts
-from survey.verdicts.answers import runs_here
+from survey.verdicts.verdict import runs_here
 
 LIST_COLUMNS = ["name", "label", "kind", "scope", "platform", "status", "runs", "latest_run", "latest_date",
                 "triton_version", "last_attempt", "last_attempt_date", "tries", "last_error"]
@@ -115,7 +115,7 @@ def _find(s: Session, name: str, fmt: str) -> tuple[m.Candidate, str]:
 
 
 def _with_here(run: m.Run, v: survey_verdicts.ModeVerdict) -> dict[str, Any]:
-    """A verdict with the matrix's ``here`` and ``cause`` (survey.verdicts.answers.runs_here)."""
+    """A verdict with the matrix's ``here`` and ``cause`` (survey.verdicts.verdict.runs_here)."""
     here, cause = runs_here(run, v.backend, v.mode, v)
     return {**asdict(v), "here": here, "cause": cause}
 

@@ -27,15 +27,14 @@ from api.cache import Entry
 from api.errors import ApiError
 from api.formats import Resource
 from api.matrix import MODE_LABELS, backend_and_mode, stored_names
-from api.schemas import ERRORS, CheckResponse
+from api.schemas import ERRORS
 from db import widths
 from probes import outcomes as O
-from survey.core import exitcodes
 from survey.environments import catalog as catalog_mod
 from survey.environments import targets
 from survey.evidence import queries
 from survey.flows import check as survey_check
-from survey.flows.check import CheckResult
+from survey.verdicts.verdict import Cause, CheckResult, Verdict
 
 COLUMNS = ["target", "backend", "mode", "exit_code", "verdict", "cause", "reason", "fix", "details", "candidate",
            "platform", "run_id", "live_outcome", "evidence_date", "evidence_age"]
@@ -56,8 +55,9 @@ def answer(s: Any, target: str, backend: str, mode: str | None, platform: str | 
     fix = (f"run `{_command(target, backend, queries.mode_label(mode) if mode else None)}` on a host that can "
            "probe it (it probes the target and stores the evidence), or run `survey probe` there and upload the "
            "report (POST /runs)")
-    return CheckResult(exitcodes.NOT_ENOUGH_EVIDENCE, "not_enough_evidence", "not_probed",
-                       f"no stored evidence for {target!r}", fix, target, backend, mode).as_dict()
+    return CheckResult(verdict=Verdict.NOT_ENOUGH_EVIDENCE, cause=Cause.NOT_PROBED,
+                       reason=f"no stored evidence for {target!r}", fix=fix, target=target, backend=backend,
+                       mode=mode).as_dict()
 
 
 MAX_TARGET = 4096
@@ -123,7 +123,7 @@ def routes(router: APIRouter) -> None:
     formats.add_resource(
         router, "/check", check_view, name="check",
         summary="Will a run with this backend and mode work in TARGET? (stored evidence only)",
-        json_model=CheckResponse,
+        json_model=CheckResult,
         errors={404: ERRORS[404], 422: ERRORS[422], 304: {"description": "If-None-Match matched: unchanged"}},
         required=("target", "backend"),
         descriptions={"json": "the CheckResult of `survey check --json`, plus the stored candidate that answered"},

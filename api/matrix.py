@@ -40,11 +40,12 @@ from survey.render import docs_table
 from survey.render import grid as grid_mod
 from survey.verdicts import documented as survey_documented
 from survey.verdicts import matrix as survey_matrix
+from survey.verdicts.modes import Acceptance
 from survey.verdicts.rows import FIELDS
 
 COLUMNS = FIELDS  # survey.verdicts.rows.MatrixRow: the rows of .json, the columns of .csv
 MODE_LABELS = queries.MODE_LABELS
-VERDICTS = ("accepted", "refused", "absent", "unknown")  # survey.verdicts.modes.mode_verdict
+VERDICTS = tuple(Acceptance)
 FILTER_NAMES = ("backend", "mode", "candidate", "outcome", "verdict", "platform")
 TEXT = 1000  # characters of one evidence text in a matrix or list row
 SHOWN_NAMES = 50  # stored names listed in an error

@@ -11,7 +11,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from survey.verdicts.answers import Answer
+from survey.verdicts.modes import Acceptance
 from survey.verdicts.rows import MatrixRow
 
 
@@ -73,29 +73,6 @@ class RunResponse(BaseModel):
     report: dict[str, Any] | None = Field(description="the probe report as stored, parsed (see /schema.json)")
 
 
-class CheckResponse(BaseModel):
-    exit_code: int = Field(description="what `survey check` exits with: 0 runs, 2 cannot run, 3 not enough evidence, "
-                                       "7 cannot be obtained")
-    verdict: Literal["runs", "cannot_run", "not_enough_evidence"]
-    cause: str | None = Field(description="why it does not run, or why there is not enough evidence (None: it runs)")
-    reason: str
-    fix: str | None
-    target: str
-    backend: str
-    mode: str | None
-    backend_present: Answer
-    mode_accepted: Answer
-    library_loads: Answer
-    candidate: str | None = Field(description="the stored candidate that answered")
-    environment: str | None
-    platform: str | None = Field(description="the platform whose evidence answered")
-    run_id: int | None
-    evidence_date: str | None
-    evidence_age: str | None
-    live_outcome: str | None = Field(description="the live check's outcome (answers none of the questions alone)")
-    details: list[str]
-
-
 class HistoryRow(BaseModel):
     run_id: int
     date: str | None = Field(description="when the run finished (ISO 8601)")
@@ -108,7 +85,7 @@ class HistoryRow(BaseModel):
                                                     "(`crash x4, library_missing x2`)")
     published: str | None = Field(None, description="the outcome published for this run's environment: "
                                                      "`unstable` once any of its runs disagreed (the matrix's)")
-    verdict: Literal["accepted", "refused", "absent", "unknown"] | None
+    verdict: Acceptance | None
     verdict_source: Literal["live", "stub"] | None
     stub_outcome: str | None
     reason: str | None

@@ -202,6 +202,15 @@ def _sqlite_pragmas(read_only: bool) -> Any:
     return connect
 
 
+def _need_psycopg() -> None:
+    """PostgreSQL's driver is an extra (``proton-survey[postgres]``): without it, say so in one line."""
+    try:
+        import psycopg  # noqa: F401
+    except ImportError:
+        raise StoreError("a postgresql:// store needs the PostgreSQL driver, which is not installed: "
+                         "pip install 'proton-survey[postgres]'") from None
+
+
 def make_engine(url: str, *, create: bool = True) -> Engine:
     """An engine for ``url``. With ``create`` a missing SQLite file (and its
     directory) is created; without, it is :class:`NoStoreError`, and a file this
@@ -228,6 +237,8 @@ def make_engine(url: str, *, create: bool = True) -> Engine:
                 except OSError as e:
                     raise StoreError(f"cannot create the store's directory {path.parent}: {e.strerror}") from e
         read_only = _is_read_only(parsed)
+    if parsed.get_backend_name() == "postgresql" and parsed.get_driver_name() == "psycopg":
+        _need_psycopg()
     try:
         # A server's connections may die with it (a restart): each is checked before use.
         extra = {"pool_pre_ping": True} if parsed.get_backend_name() != "sqlite" else {}

@@ -36,7 +36,7 @@ from survey.verdicts import diff as survey_diff
 from survey.verdicts import matrix as survey_matrix
 from survey.verdicts import modes as survey_verdicts
 from survey.verdicts import vocabulary
-from survey.verdicts.answers import runs_here
+from survey.verdicts.verdict import runs_here
 from tests.conftest import Clock, report_bytes, survey_cli
 from tests.helpers.api import TOKEN, Client, Text, assert_error
 

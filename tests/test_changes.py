@@ -240,3 +240,22 @@ def test_survey_changes_prints_the_same(moving_store: tuple[Store, list[int]]) -
 def test_survey_changes_needs_a_store(tmp_path: Path) -> None:
     r = survey_cli("changes", "--db", f"sqlite:///{tmp_path / 'none.db'}")
     assert r.returncode == 65 and "no proton-survey store" in r.stderr and not (tmp_path / "none.db").exists()
+
+
+def test_survey_changes_json_is_written_by_the_json_writer(store: Store) -> None:
+    """Evidence text reaches a terminal through `changes --json` too: the characters a
+    terminal acts on (C1, bidi) are escaped there as in every other JSON output."""
+    from survey.render.escape import json_text
+
+    put(store, report_bytes("cpu-triton-3.7.1.json"))
+    doc = json.loads(report_bytes("cpu-triton-3.8.0.json"))
+    for x in doc["modes"]:
+        if x["backend"] == "rocprofiler":
+            x["message"] = "[PROTON] Could not load `librocprofiler-sdk.so`\u202e\x9b31m"
+    put(store, json.dumps(doc).encode())
+    r = survey_cli("changes", "--db", store.url, "--json")
+    assert "\u202e" not in r.stdout and "\x9b" not in r.stdout and "\\u202e" in r.stdout
+    with store.session() as s:
+        found = changes_mod.changes(s)
+    assert r.stdout == json_text({"since": None, "total": len(found), "changes": found, "failed_deliveries": []},
+                                 indent=1) + "\n"

@@ -59,9 +59,10 @@ from survey.core.errors import SurveyError, UnknownTarget
 from survey.core.versions import release
 from survey.evidence import identity, queries
 from survey.evidence.queries import mode_label
-from survey.flows.check import CheckResult, check_run, check_stored, check_target
+from survey.flows.check import check_run, check_stored, check_target
 from survey.flows.run import ProbeSettings, survey_one
 from survey.verdicts.answers import NO, UNKNOWN, Answer
+from survey.verdicts.verdict import Cause, CheckResult
 
 ROCPROFILER_SDK = "librocprofiler-sdk.so"
 REGISTRY_SINCE = (3, 8, 0)  # get_available_profilers() exists from this release on
@@ -136,8 +137,9 @@ class Evidence:
 
 
 def _failure(checked_in: str | None, cause: str, reason: str, fix: str | None, **kw: Any) -> Evidence:
-    return Evidence(checked_in, None, CheckResult(exitcodes.NOT_ENOUGH_EVIDENCE, "not_enough_evidence", cause,
-                                                  reason, fix, checked_in or "", "", None, **kw))
+    c = Cause(cause)
+    return Evidence(checked_in, None, CheckResult(verdict=c.verdict, cause=c, reason=reason, fix=fix,
+                                                  target=checked_in or "", backend="", mode=None, **kw))
 
 
 def _from_result(s: Any, checked_in: str, res: CheckResult, probe_backend: str) -> Evidence:
@@ -234,9 +236,11 @@ def _unanswered(res: CheckResult, code: int, verdict: str, cause: str, reason: s
                 backend_present: Answer | None = None) -> CheckResult:
     """``res`` (its evidence fields kept) answering for a backend that could not be settled."""
     why = "no backend is selected" if backend_present is not None else "which backend runs is not settled"
-    return replace(res, exit_code=code, verdict=verdict, cause=cause, reason=reason, fix=fix,
-                   backend_present=backend_present or Answer(UNKNOWN, why), mode_accepted=Answer(UNKNOWN, why),
-                   library_loads=Answer(UNKNOWN, why), live_outcome=None, details=[])
+    c = Cause(cause)  # its verdict and exit code are the cause's (``code`` and ``verdict`` say the same)
+    assert c.verdict == verdict and c.verdict.exit_code == code, (cause, verdict, code)
+    return res.model_copy(update=dict(
+        verdict=c.verdict, cause=c, reason=reason, fix=fix, backend_present=backend_present or Answer(UNKNOWN, why),
+        mode_accepted=Answer(UNKNOWN, why), library_loads=Answer(UNKNOWN, why), live_outcome=None, details=[]))
 
 
 def cli_drops_mode(view: L.ReportView | None, run: m.Run, launch: str, mode: str | None) -> tuple[str | None, str]:
@@ -268,7 +272,8 @@ def answer(s: Any, run: m.Run, checked_in: str, proton: ProtonConfig,
     (options after ':' included) is in ``result.mode``."""
     backend, auto = proton.backend, None
     if backend == "auto":
-        base = replace(check_run(s, run, checked_in, O.BACKENDS[0], None), backend="auto", mode=proton.mode)
+        base = check_run(s, run, checked_in, O.BACKENDS[0], None).model_copy(
+            update={"backend": "auto", "mode": proton.mode})
         if base.cause == "no_triton":
             return base, None, None
         vendor = run.platform.vendor if run.platform is not None else "unknown"
@@ -696,7 +701,8 @@ def check_recipe(
         if ev.run_id is None:
             assert ev.failure is not None
             f = ev.failure
-            res = replace(f, backend=cell.proton.backend, mode=cell.proton.mode, details=list(f.details))
+            res = f.model_copy(update={"backend": cell.proton.backend, "mode": cell.proton.mode,
+                                       "details": list(f.details)})
             links.append(L.Link("environment", L.UNKNOWN, f.reason, f.cause, f.fix, None,
                                 {"checked_in": ev.checked_in, "layers": [n for n, _e in layers], "notes": notes}))
             links += [_not_evaluated("start", "no evidence for the environment"),
@@ -741,7 +747,8 @@ def check_aorta_environment(store: Store, at: AortaTarget, backend: str, mode: s
     ev = aorta_evidence(store, at, timeout=timeout, platform=platform, say=say)
     if ev.run_id is None:
         assert ev.failure is not None
-        return replace(ev.failure, backend=backend, mode=mode, target=at.name, details=list(ev.failure.details))
+        return ev.failure.model_copy(update={"backend": backend, "mode": mode, "target": at.name,
+                                             "details": list(ev.failure.details)})
     with store.session() as s:
         res = check_run(s, queries.get_run(s, ev.run_id), at.name, backend, mode)
     res.details.extend(ev.notes)

@@ -61,8 +61,8 @@ def _options(
 DbOpt = Annotated[
     Optional[str],
     typer.Option("--db", envvar="SURVEY_DB",
-                 help="the store: a SQLite file (survey.db) or a SQLAlchemy URL (postgresql://HOST/DB); "
-                      "default: ~/.local/share/proton-survey/survey.db"),
+                 help="the store: a SQLite file (survey.db) or a SQLAlchemy URL (postgresql://HOST/DB, with the "
+                      "postgres extra); default: ~/.local/share/proton-survey/survey.db"),
 ]
 TimeoutOpt = Annotated[float, typer.Option("--timeout", help="seconds for each check inside the probe")]
 # One spelling of the output format across commands: --format; --json stays, hidden, as an alias.

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import sys
 from typing import Annotated, Optional
 
@@ -10,7 +9,7 @@ import typer
 
 from survey.cli.app import DbOpt, FormatOpt, JsonOpt, app, err, open_store, out, wants_json
 from survey.core.errors import UsageProblem
-from survey.render.escape import terminal
+from survey.render.escape import json_text, terminal
 
 
 @app.command("changes")
@@ -42,8 +41,8 @@ def changes_cmd(
     failed = failed_deliveries(store)
     shown = found[:limit]
     if output_json:
-        sys.stdout.write(json.dumps({"since": since, "total": len(found), "changes": shown,
-                                     "failed_deliveries": failed}, indent=1, ensure_ascii=False) + "\n")
+        sys.stdout.write(json_text({"since": since, "total": len(found), "changes": shown,
+                                    "failed_deliveries": failed}, indent=1) + "\n")
         return
     for e in shown:
         runs = f"run #{e['run_id']}" + (f" vs #{e['previous_run_id']}" if e["previous_run_id"] is not None else "")

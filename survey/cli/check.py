@@ -113,22 +113,9 @@ def check_cmd(
     if output_json:
         sys.stdout.write(json_text(result.as_dict(), indent=1) + "\n")
     else:
-        from survey.verdicts import vocabulary
+        from survey.render import check as view
 
-        t = vocabulary.term(result.verdict)  # the words and colour of every surface
-        color, words = (t.terminal, f"{t.mark} {t.words}") if t is not None else ("white", "cannot tell here")
-        cause = vocabulary.CAUSES.get(result.cause or "", result.cause or "")
-        out.print(f"[bold {color}]{words}[/]: {rich_markup(target)} with backend={backend} "
-                  f"mode={rich_markup(queries.mode_label(mode))}" + (f" ({cause})" if cause else ""))
-        lines = [f"  reason: {result.reason}"] + ([f"  fix: {result.fix}"] if result.fix else [])
-        for q, a in (("backend present", result.backend_present), ("mode accepted", result.mode_accepted),
-                     ("library loads", result.library_loads)):
-            src = f" [{a.source}]" if a.source else ""
-            lines.append(f"  {q}: {a.answer}{src} - {a.basis}")
-        lines += [f"  note: {d}" for d in result.details]
-        if result.run_id:
-            lines.append(f"  evidence: run #{result.run_id} ({result.candidate}, {result.platform}), "
-                         f"{result.evidence_date} ({result.evidence_age})")
-        for line in lines:
+        out.print(view.head(result, target, backend, mode))
+        for line in view.lines(result):
             out.print(terminal(line), markup=False)
     raise typer.Exit(result.exit_code)

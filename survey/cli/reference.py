@@ -111,7 +111,19 @@ def markdown() -> str:
     out += [_command(n, c, ctx) for n, c in commands]
     out += ["## Exit codes", "", "| code | name | |", "|---:|---|---|"]
     out += [f"| {code} | `{name}` | {_cell(what)} |" for code, name, what in exit_codes()]
-    return "\n".join(out) + "\n"
+    return "\n".join(out + [""] + verdicts()) + "\n"
+
+
+def verdicts() -> list[str]:
+    """The answer of `survey check` (and /check.json): each verdict with its exit code, each
+    cause with its verdict (survey/verdicts/verdict.py)."""
+    from survey.verdicts.verdict import Cause, Verdict
+
+    out = ["## Verdicts and causes of `survey check`", "", "| verdict | exit code | |", "|---|---:|---|"]
+    out += [f"| `{v}` | {v.exit_code} | {_cell(v.meaning)} |" for v in Verdict]
+    out += ["", "| cause | verdict | |", "|---|---|---|"]
+    out += [f"| `{c}` | `{c.verdict}` | {_cell(c.meaning)} |" for c in Cause]
+    return out
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -130,3 +130,10 @@ class FleetUnavailable(SurveyError):
     """``survey run --ray``: Ray is not installed, or no Ray cluster answers at the address."""
 
     exit_code = exitcodes.ENGINE_UNAVAILABLE
+
+
+# ---- optional dependencies ----------------------------------------------------
+class ExtraMissing(SurveyError):
+    """A feature whose package is an extra that is not installed (the message names the extra)."""
+
+    exit_code = exitcodes.ENGINE_UNAVAILABLE

@@ -15,5 +15,5 @@ UNOBTAINABLE = 7  # the candidate could not be obtained here (pip, pull, build)
 CONDITIONAL = 8  # `survey check --recipe`: a profile is left only on a stated condition on the workload (measured)
 USAGE = 64  # EX_USAGE: an unknown command, option, backend, mode or format (with "did you mean")
 INPUT = 65  # EX_DATAERR: invalid report, catalog, recipe or unknown target
-ENGINE_UNAVAILABLE = 69  # EX_UNAVAILABLE: no container engine; `run --ray`: no Ray, or no cluster at ADDRESS
+ENGINE_UNAVAILABLE = 69  # EX_UNAVAILABLE: no container engine; `run --ray`: no Ray or cluster; an extra missing
 IO_ERROR = 74  # EX_IOERR: the store's file cannot be read or written (an I/O error, no permission)

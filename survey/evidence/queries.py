@@ -11,7 +11,7 @@ import datetime as dt
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from sqlalchemy import false, func, select
+from sqlalchemy import Select, false, func, select
 from sqlalchemy.orm import Session, selectinload
 
 from db import models as m
@@ -46,7 +46,7 @@ def iso(t: dt.datetime | None) -> str | None:
     return t.isoformat(timespec="seconds")
 
 
-def run_query():  # type: ignore[no-untyped-def]
+def run_query() -> Select[m.Run]:  # type: ignore[type-var]
     return select(m.Run).options(
         selectinload(m.Run.modes), selectinload(m.Run.captures), selectinload(m.Run.libraries),
         selectinload(m.Run.candidate), selectinload(m.Run.environment), selectinload(m.Run.platform),

@@ -24,7 +24,6 @@ from the evidence of another platform (a GPU host's, ingested) without resolving
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -34,7 +33,7 @@ from db import models as m
 from db.store import Store
 from probes import PROBE_VERSION
 from probes import outcomes as O
-from survey.core import errortext, exitcodes
+from survey.core import errortext
 from survey.core.errors import TargetError, UnknownTarget, did_you_mean
 from survey.environments import catalog as catalog_mod
 from survey.environments import targets
@@ -44,34 +43,9 @@ from survey.evidence.identity import Resolved
 from survey.evidence.ingest import find_unchanged
 from survey.evidence.queries import age_text, iso, mode_label
 from survey.verdicts import matrix as survey_matrix
-from survey.verdicts.answers import NO, UNKNOWN, Answer, backend_present, library_loads, mode_accepted, runs_here
-from survey.verdicts.modes import published_verdicts
-
-
-@dataclass
-class CheckResult:
-    exit_code: int
-    verdict: str  # runs | cannot_run | not_enough_evidence
-    cause: str | None  # why it does not run, or why there is not enough evidence; None when it runs
-    reason: str
-    fix: str | None
-    target: str
-    backend: str
-    mode: str | None
-    backend_present: Answer = field(default_factory=lambda: Answer(UNKNOWN, "not measured"))
-    mode_accepted: Answer = field(default_factory=lambda: Answer(UNKNOWN, "not measured"))
-    library_loads: Answer = field(default_factory=lambda: Answer(UNKNOWN, "not measured"))
-    candidate: str | None = None
-    environment: str | None = None
-    platform: str | None = None
-    run_id: int | None = None
-    evidence_date: str | None = None
-    evidence_age: str | None = None
-    live_outcome: str | None = None
-    details: list[str] = field(default_factory=list)
-
-    def as_dict(self) -> dict[str, Any]:
-        return asdict(self)  # the answers too (Answer is a dataclass)
+from survey.verdicts.answers import NO, Answer, backend_present, library_loads, mode_accepted
+from survey.verdicts.modes import Acceptance, published_verdicts
+from survey.verdicts.verdict import Cause, CheckResult, Verdict, runs_here
 
 
 # ----------------------------------------------------------------- where else
@@ -92,7 +66,7 @@ def _measured_builds(s: Session, keep: Callable[[dict[str, Any]], bool], note_st
 
 def _who_has_backend(s: Session, backend: str) -> list[str]:
     return _measured_builds(s, lambda r: r["backend"] == backend and r["mode_arg"] is None
-                            and r["verdict"] != "absent")
+                            and r["verdict"] != Acceptance.ABSENT)
 
 
 def _mode_fix(s: Session, backend: str, mode: str | None) -> str:
@@ -101,10 +75,10 @@ def _mode_fix(s: Session, backend: str, mode: str | None) -> str:
     def same(r: dict[str, Any]) -> bool:
         return bool(r["backend"] == backend and r["mode_arg"] == mode)
 
-    acc = _measured_builds(s, lambda r: same(r) and r["verdict"] == "accepted", note_stub=True)
+    acc = _measured_builds(s, lambda r: same(r) and r["verdict"] == Acceptance.ACCEPTED, note_stub=True)
     if acc:
         return "builds that accept it (measured): " + ", ".join(acc)
-    open_ = _measured_builds(s, lambda r: same(r) and r["verdict"] not in ("accepted", "refused", "absent"))
+    open_ = _measured_builds(s, lambda r: same(r) and r["verdict"] in (Acceptance.UNKNOWN, None))
     if open_:
         return ("not answered here for " + ", ".join(open_) + " (not refused: no GPU, or no clean answer, where "
                 "they were probed); probe them on a GPU to know")
@@ -115,8 +89,9 @@ def _mode_fix(s: Session, backend: str, mode: str | None) -> str:
 def check_run(s: Session, run: m.Run, target: str, backend: str, mode: str | None) -> CheckResult:
     """Will (backend, mode) run in the environment of ``run``, on its platform?"""
     base_mode = mode.split(":", 1)[0] if mode else None
-    res = CheckResult(exitcodes.NOT_ENOUGH_EVIDENCE, "not_enough_evidence", None, "", None, target, backend, mode,
-                      candidate=run.candidate.name, environment=run.environment.label if run.environment else None,
+    res = CheckResult(verdict=Verdict.NOT_ENOUGH_EVIDENCE, cause=None, reason="", fix=None, target=target,
+                      backend=backend, mode=mode, candidate=run.candidate.name,
+                      environment=run.environment.label if run.environment else None,
                       platform=run.platform.key if run.platform else None, run_id=run.id,
                       evidence_date=iso(run.finished_at), evidence_age=age_text(run.finished_at))
     if base_mode != mode:
@@ -126,72 +101,67 @@ def check_run(s: Session, run: m.Run, target: str, backend: str, mode: str | Non
     res.backend_present = backend_present(run, backend)
     res.mode_accepted = mode_accepted(v)
     res.library_loads = library_loads(run, backend, v)
-    cannot = exitcodes.CANNOT_RUN
-
-    def verdict(code: int, word: str, cause: str | None, reason: str, fix: str | None) -> CheckResult:
-        res.exit_code, res.verdict, res.cause, res.reason, res.fix = code, word, cause, reason, fix
-        return res
+    def verdict(cause: Cause | None, reason: str, fix: str | None) -> CheckResult:
+        return res.decide(cause, reason, fix, here)
 
     here, cause = runs_here(run, backend, base_mode, v)  # the verdict, decided once; here it is explained
-    if cause == "no_triton":
+    if cause == Cause.NO_TRITON:
         res.backend_present = Answer(NO, "there is no Triton in this environment", "live")
-        return verdict(cannot, here, cause, "this environment has no Triton (so no Proton)",
+        return verdict(cause, "this environment has no Triton (so no Proton)",
                        "install triton (or use an environment that has it)")
     if v is None:
-        return verdict(exitcodes.NOT_ENOUGH_EVIDENCE, here, cause,
-                       f"the probe did not check backend={backend!r} mode={mode_label(base_mode)!r} here",
+        return verdict(cause, f"the probe did not check backend={backend!r} mode={mode_label(base_mode)!r} here",
                        "probe again with `survey probe --only BACKEND:MODE`")
     res.live_outcome = v.outcome
-    if cause in (O.DISABLED, O.DEVICES_ENV_REJECTED):
+    if cause in (Cause.DISABLED, Cause.DEVICES_ENV_REJECTED):
         r = next(r for r in run.modes if r.env == "inherited" and not r.stub and r.backend == backend
                  and r.mode == base_mode)
-        return verdict(cannot, here, cause,
+        return verdict(cause,
                        f"with the environment's own variables: {r.outcome}: {r.message or 'start() returned None'}",
                        "unset TRITON_PROTON_DISABLE" if r.outcome == O.DISABLED else
                        "unset HIP_VISIBLE_DEVICES / CUDA_VISIBLE_DEVICES and select devices with ROCR_VISIBLE_DEVICES")
-    if cause == "backend_absent":
+    if cause == Cause.BACKEND_ABSENT:
         have = _who_has_backend(s, backend)
-        return verdict(cannot, here, cause,
+        return verdict(cause,
                        f"Triton {run.triton_version} has no `{backend}` backend ({v.message})",
                        ("builds with it (measured): " + ", ".join(have)) if have else
                        f"no measured build offers `{backend}`")
-    if cause == "mode_refused":
+    if cause == Cause.MODE_REFUSED:
         src = " (answer from a stub library: the real library did not load first)" if v.source == "stub" else ""
-        verdict(cannot, here, cause,
+        verdict(cause,
                 f"this build refuses `{backend}` with mode `{mode_label(base_mode)}`: {v.reason}{src}",
                 _mode_fix(s, backend, base_mode))
         if res.library_loads.answer == NO:
             res.details.append(f"`{res.library_loads.library}` does not load either, but providing it would not "
                                f"make this run: the build refuses the mode ({res.library_loads.fix})")
         return res
-    if cause == "library_missing":
+    if cause == Cause.LIBRARY_MISSING:
         lib = res.library_loads
-        verdict(cannot, here, cause, lib.basis, lib.fix)
-        if v.source == "stub" and v.verdict == "accepted":
+        verdict(cause, lib.basis, lib.fix)
+        if v.source == "stub" and v.verdict == Acceptance.ACCEPTED:
             res.details.append("with the library in place this build accepts the mode (stub-derived)")
         return res
     cap = next((c for c in run.captures if c.backend == backend and c.mode == base_mode), None)
-    if cause == "capture_empty" and cap is not None:
-        return verdict(exitcodes.NOT_ENOUGH_EVIDENCE, here, cause,
+    if cause == Cause.CAPTURE_EMPTY and cap is not None:
+        return verdict(cause,
                        "proton.start() succeeded here, but the GELU capture recorded no kernel "
                        f"({cap.message}); whether your run's capture will hold data is not established",
                        "check that your kernels give this backend something to record")
-    if cause == "capture_failed" and cap is not None:
-        return verdict(cannot, here, cause,
-                       f"proton.start() works but the GELU capture did not: {cap.outcome} ({cap.message})", None)
-    if here == "runs":
-        return verdict(exitcodes.OK, here, None, "proton.start() succeeded here" + (
+    if cause == Cause.CAPTURE_FAILED and cap is not None:
+        return verdict(cause, f"proton.start() works but the GELU capture did not: {cap.outcome} ({cap.message})",
+                       None)
+    if here == Verdict.RUNS:
+        return verdict(None, "proton.start() succeeded here" + (
             f" and a GELU capture recorded {cap.kernel_count} kernel launches" if cap is not None else ""), None)
-    if cause == "no_gpu":
-        known = ("the mode is accepted (stub-derived)" if v.verdict == "accepted"
+    if cause == Cause.NO_GPU:
+        known = ("the mode is accepted (stub-derived)" if v.verdict == Acceptance.ACCEPTED
                  else "whether the mode is accepted is unknown")
-        return verdict(exitcodes.NOT_ENOUGH_EVIDENCE, here, cause,
-                       f"probed where there is no GPU; the backend is present and {known}",
+        return verdict(cause, f"probed where there is no GPU; the backend is present and {known}",
                        "probe on a GPU host (`survey probe` there, then `survey ingest` the report), or ask about "
                        "a GPU platform that has evidence with --platform")
-    if here == "cannot_run":
-        return verdict(cannot, here, cause, f"proton.start(): {v.reason}", None)
-    return verdict(exitcodes.NOT_ENOUGH_EVIDENCE, here, cause, v.reason, None)
+    if here == Verdict.CANNOT_RUN:
+        return verdict(cause, f"proton.start(): {v.reason}", None)
+    return verdict(cause, v.reason, None)
 
 
 # ----------------------------------------------------------------- target
@@ -245,10 +215,10 @@ def check_target(
     with store.session() as s:
         if outcome.run_id is not None and outcome.status in ("probed", "unchanged"):
             return check_run(s, queries.get_run(s, outcome.run_id), target, backend, mode)
-    return CheckResult(exitcodes.NOT_ENOUGH_EVIDENCE, "not_enough_evidence", "not_probed",
-                       f"{target} could not be probed here ({outcome.status}): {outcome.message}",
-                       "probe it where it can be obtained and `survey ingest` the report", target, backend, mode,
-                       candidate=name, platform=here.key, run_id=outcome.run_id)
+    return CheckResult(verdict=Verdict.NOT_ENOUGH_EVIDENCE, cause=Cause.NOT_PROBED,
+                       reason=f"{target} could not be probed here ({outcome.status}): {outcome.message}",
+                       fix="probe it where it can be obtained and `survey ingest` the report", target=target,
+                       backend=backend, mode=mode, candidate=name, platform=here.key, run_id=outcome.run_id)
 
 
 def _from_platform(s: Session, t: targets.Target, target: str, backend: str, mode: str | None,
@@ -295,11 +265,10 @@ def _elsewhere(s: Session, cand: m.Candidate, target: str, backend: str, mode: s
             what += f": its last attempt was {failed[0].status} ({errortext.cause(failed[0].error, cand.spec)})"
     parts = sorted({part for k in keys for part in [k, *k.split(":")]})
     near = did_you_mean(platform, parts) if platform != "(none given)" and not ambiguous else ""
-    return CheckResult(exitcodes.NOT_ENOUGH_EVIDENCE, "not_enough_evidence", "not_probed",
-                       f"{cand.name} {what}",
-                       (near + "evidence exists for: " + ", ".join(keys) + " (ask with --platform KEY)") if keys else
-                       "probe it there (`survey probe`, then `survey ingest`)", target, backend, mode,
-                       candidate=cand.name, platform=platform)
+    return CheckResult(verdict=Verdict.NOT_ENOUGH_EVIDENCE, cause=Cause.NOT_PROBED, reason=f"{cand.name} {what}",
+                       fix=(near + "evidence exists for: " + ", ".join(keys) + " (ask with --platform KEY)") if keys
+                       else "probe it there (`survey probe`, then `survey ingest`)", target=target, backend=backend,
+                       mode=mode, candidate=cand.name, platform=platform)
 
 
 def _not_obtained(store: Store, t: targets.Target, target: str, backend: str, mode: str | None, e: TargetError,
@@ -317,10 +286,10 @@ def _not_obtained(store: Store, t: targets.Target, target: str, backend: str, mo
         cand = queries.get_candidate(s, t.name)
         run = queries.latest_complete(s, cand.id, here.key)
         if run is None:  # the same exit as any target that cannot be obtained here (7)
-            return CheckResult(e.exit_code, "not_enough_evidence", "unobtainable",
-                               f"{target} cannot be obtained here: {cause}",
-                               "probe it where it can be obtained and `survey ingest` the report", target, backend,
-                               mode, candidate=t.name, platform=here.key)
+            return CheckResult(verdict=Verdict.NOT_ENOUGH_EVIDENCE, cause=Cause.UNOBTAINABLE,
+                               reason=f"{target} cannot be obtained here: {cause}",
+                               fix="probe it where it can be obtained and `survey ingest` the report", target=target,
+                               backend=backend, mode=mode, candidate=t.name, platform=here.key)
         res = check_run(s, run, target, backend, mode)
         res.details.append(f"{target} could not be resolved again here ({cause}); answered from run #{run.id}, "
                            "which may not be its current state")

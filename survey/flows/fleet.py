@@ -329,7 +329,8 @@ def offered_platforms(warn: Callable[[str], None] = lambda _m: None) -> dict[str
     import ray
 
     out: dict[str, set[str]] = {}
-    for n in ray.nodes():
+    nodes: Callable[[], list[dict[str, Any]]] = ray.nodes
+    for n in nodes():
         if not n.get("Alive"):
             continue
         for res in n.get("Resources", {}):

@@ -46,7 +46,7 @@ class Deferred:
 
     def __init__(self, entry: Entry, engine: str | None, pull: str):
         self.kind = entry.kind
-        self._make = lambda: make_launcher(entry, engine=engine, pull=pull)
+        self._make: Callable[[], Launcher] = lambda: make_launcher(entry, engine=engine, pull=pull)
         self._inner: Launcher | None = None
 
     def _launcher(self) -> Launcher:

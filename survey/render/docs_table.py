@@ -35,7 +35,6 @@ through each medium's rule (``survey.render.escape``), never as markup.
 
 from __future__ import annotations
 
-import html as html_mod
 import re
 import textwrap
 from dataclasses import dataclass, field
@@ -54,7 +53,7 @@ from survey.render import escape
 from survey.render.table import pipe_table
 from survey.verdicts import documented as documented_mod
 from survey.verdicts import since, stability
-from survey.verdicts.modes import BACKEND_ORDER, MODE_ORDER, ModeVerdict, published_verdicts
+from survey.verdicts.modes import BACKEND_ORDER, MODE_ORDER, Acceptance, ModeVerdict, published_verdicts
 
 # column key -> header, in the order `--columns` lists them
 HEADERS = {
@@ -139,16 +138,16 @@ def modes_cell(run: m.Run, backend: str) -> tuple[str, str | None]:
     vs = {v.mode: v for v in published_verdicts(run) if v.backend == backend}
     if not vs:
         return "not measured", None
-    if all(v.verdict == "absent" for v in vs.values()):
+    if all(v.verdict == Acceptance.ABSENT for v in vs.values()):
         return "backend absent", None
     named = [vs[md] for md in _NAMED_MODES.get(backend, ("pcsampling", "periodic_flushing")) if md in vs]
-    acc = [v for v in named if v.verdict == "accepted"]
-    ref = [v for v in named if v.verdict == "refused"]
-    unk = [v for v in named if v.verdict == "unknown"]
+    acc = [v for v in named if v.verdict == Acceptance.ACCEPTED]
+    ref = [v for v in named if v.verdict == Acceptance.REFUSED]
+    unk = [v for v in named if v.verdict == Acceptance.UNKNOWN]
     used = acc + ref
     if acc:
         head = _and([_mode_name(v.mode) for v in acc]) + ("" if len(acc) == len(named) else " only")
-    elif None in vs and vs[None].verdict == "accepted":
+    elif None in vs and vs[None].verdict == Acceptance.ACCEPTED:
         head = "no mode only"
         used.append(vs[None])
     else:
@@ -526,52 +525,46 @@ def to_markdown(table: DocsTable) -> str:
 # ---------------------------------------------------------------------------- HTML
 
 
-def inline_html(text: str) -> str:
-    """Our words with `code` spans as <code>, the evidence in them shown, never markup."""
-    return "".join(f"<code>{_html_text(part)}</code>" if code else _html_text(part)
-                   for part, code in escape.code_spans(text))
-
-
-def _html_text(text: str) -> str:
-    return html_mod.escape(escape.html_text(text))
+inline_html = escape.inline_html  # the service's templates use it for evidence text
 
 
 def to_html(table: DocsTable) -> str:
-    esc = html_mod.escape
-    head = "".join(f"<th>{inline_html(h)}</th>" for h in table.columns)
+    """The docs table as HTML, every element through ``survey.render.escape.element``."""
+    el, text = escape.element, escape.inline_html
+    head = "".join(el("th", text(h)) for h in table.columns)
     body = []
     for r in table.rows:
         tds = []
         for k in table.keys:
             cell = r[k]
             n = table.note_number(cell)
-            mark = f'<sup><a href="#availability-note-{n}">{n}</a></sup>' if n else ""
-            tds.append(f"<td>{inline_html(cell.text)}{mark}</td>")
-        body.append("<tr>" + "".join(tds) + "</tr>")
-    parts = [f'<table class="availability">\n<thead><tr>{head}</tr></thead>\n<tbody>\n' + "\n".join(body)
-             + "\n</tbody>\n</table>"]
+            mark = el("sup", el("a", str(n), href=f"#availability-note-{n}")) if n else ""
+            tds.append(el("td", text(cell.text) + mark))
+        body.append(el("tr", "".join(tds)))
+    parts = [el("table", "\n" + el("thead", el("tr", head)) + "\n<tbody>\n" + "\n".join(body) + "\n</tbody>\n",
+                class_="availability")]
     if table.measured_on:
-        parts.append(f'<p class="availability-platform">{inline_html(table.measured_on)}</p>')
+        parts.append(el("p", text(table.measured_on), class_="availability-platform"))
     if table.notes:
-        items = "".join(f'<li id="availability-note-{i}">{inline_html(n)}</li>' for i, n in enumerate(table.notes, 1))
-        parts.append(f'<ol class="availability-notes">{items}</ol>')
+        items = "".join(el("li", text(n), id=f"availability-note-{i}") for i, n in enumerate(table.notes, 1))
+        parts.append(el("ol", items, class_="availability-notes"))
     if table.since:
-        items = "".join(f"<li>{inline_html(p)}</li>" for p in since.since_lines(table.since))
-        parts.append("<p><strong>Since</strong>, from the evidence across releases (ordered by version; catalog "
-                     f"candidates only):</p><ul class=\"availability-since\">{items}</ul>")
+        items = "".join(el("li", text(p)) for p in since.since_lines(table.since))
+        parts.append(el("p", el("strong", "Since") + ", from the evidence across releases (ordered by version; "
+                              "catalog candidates only):") + el("ul", items, class_="availability-since"))
     if table.documented:
         claims = []
         for c in table.documented:
-            srcs = "; ".join(f'<a href="{esc(src["url"], quote=True)}">{inline_html(_source_short(src))}</a>: '
-                             f"“{inline_html(src['quote'])}”" for src in c["sources"])
+            srcs = "; ".join(el("a", text(_source_short(src)), href=src["url"]) + f": “{text(src['quote'])}”"
+                             for src in c["sources"])
             cls = "conflict" if c["status"] == "conflicts" else c["status"]
-            text = (f"{inline_html(c['label'])}: {inline_html(c['subject'])} — "
-                    f'<span class="{cls}">{inline_html(documented_status(c))}</span>. Source: {srcs}')
+            said = (f"{text(c['label'])}: {text(c['subject'])} — " + el("span", text(documented_status(c)), class_=cls)
+                    + f". Source: {srcs}")
             if c.get("note"):
-                text += f". Note: {inline_html(c['note'])}"
-            text += f" (added by {inline_html(c['added_by'])}, {inline_html(c['added'])})"
-            claims.append(f"<li>{text}</li>")
-        parts.append("<p><strong>Documented, not measured</strong>: claims kept as data in "
-                     "<code>survey/data/documented/</code>, each with its source; shown apart from the measurements "
-                     f"above.</p><ul class=\"availability-documented\">{''.join(claims)}</ul>")
+                said += f". Note: {text(c['note'])}"
+            said += f" (added by {text(c['added_by'])}, {text(c['added'])})"
+            claims.append(el("li", said))
+        parts.append(el("p", el("strong", "Documented, not measured") + ": claims kept as data in "
+                        + el("code", "survey/data/documented/") + ", each with its source; shown apart from the "
+                        "measurements above.") + el("ul", "".join(claims), class_="availability-documented"))
     return "\n".join(parts) + "\n"

@@ -28,6 +28,7 @@ rule of its medium here, so none of it acts:
 
 from __future__ import annotations
 
+import html as html_mod
 import json
 import re
 from typing import Any
@@ -140,6 +141,24 @@ def html_text(text: str) -> str:
     """Text for an HTML page before it is escaped: shown escapes, line breaks and
     tabs kept (CRLF as LF: a page read in a terminal is a terminal)."""
     return visible(text.replace("\r\n", "\n"), "\n\t")
+
+
+def html(text: str) -> str:
+    """Evidence text as HTML: shown escapes (``html_text``), then every character HTML
+    interprets escaped."""
+    return html_mod.escape(html_text(text))
+
+
+def inline_html(text: str) -> str:
+    """Our words with `code` spans as <code>, the evidence in them shown, never markup."""
+    return "".join(element("code", html(part)) if code else html(part) for part, code in code_spans(text))
+
+
+def element(tag: str, inner: str = "", **attrs: str | int) -> str:
+    """``<tag a="v">inner</tag>``: ``inner`` is HTML already (written by these functions);
+    attribute values are escaped (``class_`` is ``class``)."""
+    said = "".join(f' {k.rstrip("_")}="{html_mod.escape(str(v), quote=True)}"' for k, v in attrs.items())
+    return f"<{tag}{said}>{inner}</{tag}>"
 
 
 # ------------------------------------------------------------------ JSON

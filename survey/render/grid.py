@@ -23,7 +23,7 @@ from rich.text import Text
 
 from survey.render import escape
 from survey.verdicts import vocabulary
-from survey.verdicts.modes import BACKEND_ORDER, MODE_ORDER
+from survey.verdicts.modes import BACKEND_ORDER, MODE_ORDER, Acceptance
 
 SLOT = 2  # characters of one mode's slot in a backend's column: a symbol and its stub mark
 NATURAL_WIDTH = 100_000  # a console this wide never wraps: output that is not a terminal is never cut
@@ -120,7 +120,7 @@ def symbol(row: dict[str, Any]) -> tuple[str, str]:
         return "·", ""
     mark = ""
     if vocabulary.differs(row):
-        mark = "+" if row.get("verdict") == "accepted" else "*"
+        mark = "+" if row.get("verdict") == Acceptance.ACCEPTED else "*"
     return t.mark + mark, t.terminal
 
 

@@ -29,7 +29,7 @@ from pydantic import Field
 
 from db import models as m
 from probes import outcomes as O
-from survey.verdicts.modes import ModeVerdict, published_verdicts
+from survey.verdicts.modes import Acceptance, ModeVerdict, published_verdicts
 
 Word = Literal["yes", "no", "unknown", "not_applicable"]
 YES: Literal["yes"] = "yes"
@@ -78,9 +78,9 @@ def backend_present(run: m.Run, backend: str) -> Answer:
         ok = backend in run.cli_backends
         return Answer(YES if ok else NO, f"the proton CLI's -b choices {'list' if ok else 'lack'} it", "cli")
     vs = verdicts_of(run, backend)
-    if vs and all(v.verdict == "absent" for v in vs):
+    if vs and all(v.verdict == Acceptance.ABSENT for v in vs):
         return Answer(NO, f"proton.start: {vs[0].message}", "live")
-    if vs and all(v.verdict == "absent" or v.outcome == O.UNSTABLE for v in vs):
+    if vs and all(v.verdict == Acceptance.ABSENT or v.outcome == O.UNSTABLE for v in vs):
         return Answer(UNKNOWN, "unstable: what is left settled says absent")  # decided by neither
     if vs:
         return Answer(YES, "proton.start got past the backend", "live")
@@ -95,11 +95,11 @@ def mode_accepted(v: ModeVerdict | None) -> Answer:
     """The verdict of one (backend, mode) check (``verdict_of``) as an answer."""
     if v is None:
         return Answer(UNKNOWN, "not checked by the probe")
-    if v.verdict == "accepted":
+    if v.verdict == Acceptance.ACCEPTED:
         return Answer(YES, v.reason, v.source)
-    if v.verdict == "refused":
+    if v.verdict == Acceptance.REFUSED:
         return Answer(NO, v.reason, v.source)
-    if v.verdict == "absent":
+    if v.verdict == Acceptance.ABSENT:
         return Answer(NOT_APPLICABLE, "the backend is absent")
     return Answer(UNKNOWN, v.reason, v.source)
 
@@ -145,41 +145,3 @@ def ask(run: m.Run, question: str, backend: str, mode: str | None) -> Answer:
     if question == "works":
         return works(run, backend, mode)
     raise ValueError(f"unknown question {question!r}")
-
-
-_HERE_WORDS = {O.UNSTABLE: "unstable", O.CRASH: "crashed", O.TIMEOUT: "hung", O.ERROR: "unrecognised_error"}
-
-
-def runs_here(run: m.Run, backend: str, mode: str | None, v: ModeVerdict | None) -> tuple[str, str | None]:
-    """Will (backend, mode) run in the environment of ``run``, on its platform? The
-    verdict (``runs``, ``cannot_run``, ``not_enough_evidence``: the keys of
-    ``survey.verdicts.vocabulary.HERE``) and its cause, decided once, here: ``survey
-    check`` explains it, and the matrix's cells show it. ``v`` is the published
-    verdict of (backend, mode) in ``run`` (``verdict_of``). A stub-derived answer
-    never gives ``runs``: it exists because a library did not load here."""
-    if v is None and not run.modes and run.triton_version is None:
-        return "cannot_run", "no_triton"
-    if v is None:
-        return "not_enough_evidence", "not_checked"
-    inherited = next((r for r in run.modes if r.env == "inherited" and not r.stub and r.backend == backend
-                      and r.mode == mode), None)
-    if inherited is not None and inherited.outcome in (O.DISABLED, O.DEVICES_ENV_REJECTED):
-        return "cannot_run", inherited.outcome
-    if v.verdict == "absent" or backend_present(run, backend).answer == NO:
-        return "cannot_run", "backend_absent"
-    if v.verdict == "refused":
-        return "cannot_run", "mode_refused"
-    if v.outcome == O.LIBRARY_MISSING:
-        return "cannot_run", "library_missing"
-    if v.outcome == O.OK:
-        cap = next((c for c in run.captures if c.backend == backend and c.mode == mode), None)
-        if cap is not None and cap.outcome == O.EMPTY_CAPTURE:
-            return "not_enough_evidence", "capture_empty"
-        if cap is not None and cap.outcome != O.OK:
-            return "cannot_run", "capture_failed"
-        return "runs", None
-    if v.outcome == O.NO_GPU:
-        return "not_enough_evidence", "no_gpu"
-    if v.outcome in _HERE_WORDS:
-        return "cannot_run", _HERE_WORDS[v.outcome]
-    return "not_enough_evidence", None

@@ -28,7 +28,7 @@ from sqlalchemy.orm import Session, selectinload
 from db import models as m
 from survey.core import errortext
 from survey.evidence.queries import iso, mode_label
-from survey.verdicts.modes import BACKEND_ORDER, MODE_ORDER, ModeVerdict, run_verdicts
+from survey.verdicts.modes import BACKEND_ORDER, MODE_ORDER, Acceptance, ModeVerdict, run_verdicts
 
 KINDS = ("changed", "new", "removed")
 COLUMNS = ["date", "candidate", "platform", "backend", "mode", "kind", "before_outcome", "before_verdict",
@@ -119,7 +119,7 @@ def summary(entry: dict[str, Any]) -> str:
     def said(x: dict[str, Any] | None) -> str:
         if x is None:
             return "not checked"
-        return x["verdict"] if x["verdict"] != "unknown" else f"unknown ({x['outcome']})"
+        return x["verdict"] if x["verdict"] != Acceptance.UNKNOWN else f"unknown ({x['outcome']})"
 
     where = f"{entry['candidate']} · {entry['backend']} {entry['mode']}"
     if entry["kind"] == "new":

@@ -28,9 +28,9 @@ from survey.core.sizes import approx_bytes
 from survey.evidence import queries
 from survey.evidence.queries import iso, mode_from_label, mode_label
 from survey.verdicts import stability
-from survey.verdicts.answers import runs_here
 from survey.verdicts.modes import published_verdicts
 from survey.verdicts.rows import EMPTY
+from survey.verdicts.verdict import runs_here
 
 
 class Cells:

@@ -1,7 +1,7 @@
 """Does this build accept (backend, mode)? One verdict per check, from the live
 result, else from the stub-library rerun where the library failed first.
 
-verdict: accepted | refused | absent | unknown; source: live | stub | None.
+verdict: an :class:`Acceptance`; source: live | stub | None.
 
 ``run_verdicts`` reads a run's own checks; ``published_verdicts`` reads them as
 published, pooled over every run of the same environment (``survey.verdicts.stability``:
@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from enum import StrEnum
 from typing import Any
 
 from sqlalchemy.orm import object_session
@@ -22,6 +23,17 @@ from survey.verdicts.stability import published_rows
 
 MODE_ORDER = {None: 0, "pcsampling": 1, "periodic_flushing": 2, "default": 3, "mma": 4}
 BACKEND_ORDER = {b: i for i, b in enumerate(O.BACKENDS)}
+
+
+class Acceptance(StrEnum):
+    """Does the build accept (backend, mode)? The verdict of one check."""
+
+    ACCEPTED = "accepted"  # proton.start() succeeded (live, or with a stub library)
+    REFUSED = "refused"  # the build refuses the mode
+    ABSENT = "absent"  # the build has no such backend
+    UNKNOWN = "unknown"  # no answer here: no GPU, a crash, a hang, unstable, a library missing with no stub
+
+
 REFUSAL_REASONS = {
     "unsupported-mode": "unsupported mode",
     "unknown-mode": "unknown mode",
@@ -36,7 +48,7 @@ class ModeVerdict:
     backend: str
     mode: str | None
     outcome: str  # the live (clean) outcome
-    verdict: str  # accepted | refused | absent | unknown
+    verdict: Acceptance
     source: str | None  # live | stub | None
     reason: str
     library: str | None = None
@@ -51,26 +63,26 @@ class ModeVerdict:
 def mode_verdict(live: Any, stub: Any | None) -> ModeVerdict:
     """From a stored check (``db.models.ModeRow``) or a published one
     (``survey.verdicts.stability.PublishedRow``), and its stub rerun."""
-    v = ModeVerdict(live.backend, live.mode, live.outcome, "unknown", None, "", live.library,
+    v = ModeVerdict(live.backend, live.mode, live.outcome, Acceptance.UNKNOWN, None, "", live.library,
                     stub.outcome if stub else None, live.rule, live.message, live.id, stub.id if stub else None,
                     stub.rule if stub else None)
     o = live.outcome
     if o == O.OK:
-        v.verdict, v.source, v.reason = "accepted", "live", "proton.start() succeeded"
+        v.verdict, v.source, v.reason = Acceptance.ACCEPTED, "live", "proton.start() succeeded"
     elif o == O.UNSUPPORTED_MODE:
-        v.verdict, v.source = "refused", "live"
+        v.verdict, v.source = Acceptance.REFUSED, "live"
         v.reason = REFUSAL_REASONS.get(live.rule or "", "refused") + f": {live.message}"
     elif o == O.UNKNOWN_BACKEND:
-        v.verdict, v.source, v.reason = "absent", "live", f"backend absent: {live.message}"
+        v.verdict, v.source, v.reason = Acceptance.ABSENT, "live", f"backend absent: {live.message}"
     elif o == O.LIBRARY_MISSING:
         base = f"`{live.library}` did not load before the mode was looked at"
         if stub is None:
             v.reason = base + " (no stub rerun)"
         elif stub.outcome == O.OK:
-            v.verdict, v.source = "accepted", "stub"
+            v.verdict, v.source = Acceptance.ACCEPTED, "stub"
             v.reason = base + "; with a stub library proton.start() succeeded"
         elif stub.outcome == O.UNSUPPORTED_MODE:
-            v.verdict, v.source = "refused", "stub"
+            v.verdict, v.source = Acceptance.REFUSED, "stub"
             v.reason = base + "; with a stub library: " + REFUSAL_REASONS.get(stub.rule or "", "refused") + \
                 f" ({stub.message})"
         else:

@@ -12,16 +12,23 @@ no backend, mode or outcome.
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, WithJsonSchema
 
 from probes import outcomes as O
+from survey.verdicts.modes import Acceptance
+from survey.verdicts.verdict import Verdict
 
 SCHEMA_ID = "https://proton-survey.invalid/schema/matrix-rows.v1.schema.json"
 
-Outcome = Literal[O.OUTCOMES]  # type: ignore[valid-type]
+Outcome = Literal[O.OUTCOMES]  # type: ignore[valid-type]  # the probe's tuple, spelled once
 Backend = Literal[O.BACKENDS]  # type: ignore[valid-type]
+
+
+# The published schema (schema/matrix-rows.v1.schema.json) spells the enum in place.
+_INLINE_ENUM = WithJsonSchema({"enum": [str(a) for a in Acceptance], "type": "string"})
+_HERE_ENUM = WithJsonSchema({"enum": [str(v) for v in Verdict], "type": "string"})
 
 
 class MatrixRow(BaseModel):
@@ -39,25 +46,25 @@ class MatrixRow(BaseModel):
         description="measured: a complete run is the evidence; otherwise why there is none")
     triton_version: str | None = Field(description="the Triton release the run found (null: none)")
     environment: str | None = Field(description="the environment, in words")
-    backend: Backend | None = Field(description="the Proton backend checked")  # type: ignore[valid-type]
+    backend: Backend | None = Field(description="the Proton backend checked")
     mode: str | None = Field(description="the mode's label: `none` for no mode")
     mode_arg: str | None = Field(description="the mode as passed to proton.start (null: no mode)")
-    outcome: Outcome | None = Field(description="the live check's outcome")  # type: ignore[valid-type]
-    verdict: Literal["accepted", "refused", "absent", "unknown"] | None = Field(
-        description="what the build does with the mode: accepted, refused, absent (no such backend), unknown "
-                    "(not answered here)")
+    outcome: Outcome | None = Field(description="the live check's outcome")
+    verdict: Annotated[Acceptance, _INLINE_ENUM] | None = Field(
+        title="Verdict", description="what the build does with the mode: accepted, refused, absent (no such backend), "
+                                     "unknown (not answered here)")
     verdict_source: Literal["live", "stub"] | None = Field(
         description="live, or stub: answered through a stub library (stub-derived, never a live result)")
-    here: Literal["runs", "cannot_run", "not_enough_evidence"] | None = Field(
+    here: Annotated[Verdict, _HERE_ENUM] | None = Field(
         description="will it run in this environment, on this platform? (survey check's verdict: "
                     "survey.verdicts.vocabulary.HERE)")
     cause: str | None = Field(description="why it cannot run, or why there is not enough evidence (survey check's "
                                           "cause; null when it runs)")
-    stub_outcome: Outcome | None = Field(  # type: ignore[valid-type]
+    stub_outcome: Outcome | None = Field(
         description="the outcome through the stub library, where one was used")
     library: str | None = Field(description="the library that did not load, where one did not")
     reason: str | None = Field(description="the verdict's reason, in words")
-    capture_outcome: Outcome | None = Field(description="the GELU capture's outcome")  # type: ignore[valid-type]
+    capture_outcome: Outcome | None = Field(description="the GELU capture's outcome")
     capture_kernel_count: int | None = Field(description="kernel launches the capture recorded")
     capture_gpu_time_ns: float | None = Field(description="GPU time the capture recorded, in nanoseconds")
     run_id: int | None = Field(description="the run that is the evidence (or the last failed attempt)")

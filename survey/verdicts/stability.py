@@ -93,7 +93,8 @@ def check_key(row: Any) -> CheckKey:
 
 
 def _cache(s: Session) -> dict[str, Any]:
-    return s.info.setdefault(_INFO, {"groups": {}, "pooled": {}, "candidate": {}})
+    cache: dict[str, Any] = s.info.setdefault(_INFO, {"groups": {}, "pooled": {}, "candidate": {}})
+    return cache
 
 
 def _attempts(row: Any) -> dict[str, int]:

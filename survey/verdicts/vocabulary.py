@@ -7,7 +7,7 @@ A cell answers two questions, and says both when they differ:
 - **here** (:data:`HERE`): will (backend, mode) run in this environment, on this
   platform? ``runs``, ``cannot_run`` or ``not_enough_evidence``, with a cause
   (:data:`CAUSES`); this is ``survey check``'s verdict
-  (``survey.verdicts.answers.runs_here``), and it gives the cell its colour.
+  (``survey.verdicts.verdict.runs_here``), and it gives the cell its colour.
 - **the build** (:data:`BUILD`): does this Triton build accept the mode at all?
   ``accepted``, ``refused``, ``absent`` or ``unknown``, answered live or through a
   stub library (``survey.verdicts.modes``).
@@ -23,12 +23,15 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from survey.verdicts.modes import Acceptance
+from survey.verdicts.verdict import Cause, Verdict
+
 
 @dataclass(frozen=True)
 class Term:
     """How one verdict is said: its words, its mark, its colour."""
 
-    key: str  # the value stored and served (``cannot_run``)
+    key: Verdict  # the value stored and served (``cannot_run``)
     words: str  # what a reader is told (``cannot run``)
     mark: str  # one character for the terminal grid and the page's cells
     colour: str  # the colour, in words
@@ -38,37 +41,37 @@ class Term:
 
 
 HERE: dict[str, Term] = {t.key: t for t in (
-    Term("runs", "runs", "✓", "green", "green", "#2e7d32", "success"),
-    Term("cannot_run", "cannot run", "✗", "red", "red", "#c62828", "critical"),
-    Term("not_enough_evidence", "not enough evidence", "?", "grey", "blue", "#6d6d6d", "inactive"),
+    Term(Verdict.RUNS, "runs", "✓", "green", "green", "#2e7d32", "success"),
+    Term(Verdict.CANNOT_RUN, "cannot run", "✗", "red", "red", "#c62828", "critical"),
+    Term(Verdict.NOT_ENOUGH_EVIDENCE, "not enough evidence", "?", "grey", "blue", "#6d6d6d", "inactive"),
 )}
 
 # Why it cannot run, or why there is not enough evidence: in words, as a reader is told.
 CAUSES: dict[str, str] = {
-    "no_triton": "no Triton here",
-    "not_checked": "not checked by the probe",
-    "disabled": "Proton disabled by the environment",
-    "devices_env_rejected": "device-visibility variable rejected",
-    "backend_absent": "no such backend in the build",
-    "mode_refused": "mode refused by the build",
-    "library_missing": "runtime library missing here",
-    "capture_empty": "the capture recorded nothing",
-    "capture_failed": "the capture failed",
-    "no_gpu": "no GPU here",
-    "unstable": "unstable: attempts disagreed",
-    "crashed": "the check crashed",
-    "hung": "the check hung",
-    "unrecognised_error": "an unrecognised error",
-    "not_probed": "not probed here",
-    "unobtainable": "cannot be obtained here",
+    Cause.NO_TRITON: "no Triton here",
+    Cause.NOT_CHECKED: "not checked by the probe",
+    Cause.DISABLED: "Proton disabled by the environment",
+    Cause.DEVICES_ENV_REJECTED: "device-visibility variable rejected",
+    Cause.BACKEND_ABSENT: "no such backend in the build",
+    Cause.MODE_REFUSED: "mode refused by the build",
+    Cause.LIBRARY_MISSING: "runtime library missing here",
+    Cause.CAPTURE_EMPTY: "the capture recorded nothing",
+    Cause.CAPTURE_FAILED: "the capture failed",
+    Cause.NO_GPU: "no GPU here",
+    Cause.UNSTABLE: "unstable: attempts disagreed",
+    Cause.CRASHED: "the check crashed",
+    Cause.HUNG: "the check hung",
+    Cause.UNRECOGNISED_ERROR: "an unrecognised error",
+    Cause.NOT_PROBED: "not probed here",
+    Cause.UNOBTAINABLE: "cannot be obtained here",
 }
 
 # What the build does with the mode, in words.
 BUILD: dict[str, str] = {
-    "accepted": "supported by the build",
-    "refused": "refused by the build",
-    "absent": "no such backend in the build",
-    "unknown": "build support unknown",
+    Acceptance.ACCEPTED: "supported by the build",
+    Acceptance.REFUSED: "refused by the build",
+    Acceptance.ABSENT: "no such backend in the build",
+    Acceptance.UNKNOWN: "build support unknown",
 }
 
 STUB = "stub-derived"  # the build's answer came through a stub library, never a live result
@@ -91,14 +94,14 @@ def differs(row: Mapping[str, Any]) -> bool:
     supports the mode but it does not run here; or its answer is stub-derived.)"""
     if row.get("verdict_source") == "stub":
         return True
-    return row.get("verdict") == "accepted" and row.get("here") != "runs"
+    return row.get("verdict") == Acceptance.ACCEPTED and row.get("here") != Verdict.RUNS
 
 
 def build_note(row: Mapping[str, Any]) -> str | None:
     """The build's answer, where a cell must say it beside its verdict here: the build
     supports the mode but it does not run here (``supported by the build``); None
     where the verdict and its cause say it already."""
-    if not differs(row) or row.get("cause") in ("mode_refused", "backend_absent"):
+    if not differs(row) or row.get("cause") in (Cause.MODE_REFUSED, Cause.BACKEND_ABSENT):
         return None
     return BUILD.get(row.get("verdict") or "")
 
@@ -125,8 +128,8 @@ def say(row: Mapping[str, Any]) -> str:
 def legend() -> list[tuple[Term, str]]:
     """Each verdict with what it means, for a legend."""
     meaning = {
-        "runs": "proton.start() took it here (and its GELU capture worked, where one ran)",
-        "cannot_run": "it will not run here (survey check says why, and the fix)",
-        "not_enough_evidence": "not answered here (no GPU, nothing recorded, not checked)",
+        Verdict.RUNS: "proton.start() took it here (and its GELU capture worked, where one ran)",
+        Verdict.CANNOT_RUN: "it will not run here (survey check says why, and the fix)",
+        Verdict.NOT_ENOUGH_EVIDENCE: "not answered here (no GPU, nothing recorded, not checked)",
     }
     return [(t, meaning[t.key]) for t in HERE.values()]
