@@ -470,6 +470,24 @@ class Store:
             return f"the store (PostgreSQL at {url.host or 'localhost'}:{url.port or 5432}/{url.database})"
         return f"the store ({mask_url(url)})"
 
+    def read_each_table(self) -> None:
+        """Read a row of every table and, on SQLite, its quick_check: a store whose pages are
+        damaged fails here, at once (``survey serve`` asks before it listens), not in the
+        first request that reads them. (quick_check reads every page: seconds on a large store.)"""
+        from sqlalchemy import select
+
+        from db import models
+
+        with self.engine.connect() as conn:
+            for table in models.Base.metadata.sorted_tables:
+                conn.execute(select(table).limit(1)).all()
+            if self.engine.dialect.name == "sqlite":  # pages past the first rows: SQLite's own check of its b-trees
+                said = [row[0] for row in conn.exec_driver_sql("PRAGMA quick_check(1)")]
+                if said != ["ok"]:
+                    import sqlite3
+
+                    raise sqlite3.DatabaseError(f"database disk image is malformed ({'; '.join(map(str, said))})")
+
     def session(self) -> Session:
         return self.sessions()
 

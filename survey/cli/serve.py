@@ -39,11 +39,13 @@ def serve(
         """The store to serve. A missing file is an error (a mistyped --db is not a new store);
         an in-memory database is new by nature (api.serve refuses it to several workers)."""
         try:
-            return open_store(db, create=False)
+            store = open_store(db, create=False)
         except StoreUnusable:
             if db is None or not db.startswith("sqlite") or make_url(db).database not in (None, "", ":memory:"):
                 raise
             return open_store(db)
+        store.read_each_table()  # a damaged store: one line and exit 65 now, not a 503 on every request
+        return store
 
     serving.serve(existing, host, port, workers,
                   Limits(header_timeout_s=header_timeout, max_connections=max_connections,
