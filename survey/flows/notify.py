@@ -83,15 +83,17 @@ def check_urls(urls: list[str], *, allow_private: bool = False) -> bytes:
         parts = urlsplit(url)
         if parts.scheme not in ("http", "https") or not parts.hostname:
             raise UsageProblem(f"--notify {masked(url)!r}: not an http(s) URL")
-        internal = None if allow_private else internal_address(parts.hostname)
-        if internal is not None:
-            raise UsageProblem(f"--notify {masked(url)!r}: {parts.hostname} is {internal}, a loopback, link-local "
-                               "or private address", hint="a receiver on this machine or its own network: add "
-                                                          "--notify-private")
     secret = os.environ.get(SECRET_ENV, "")
     if not secret:
         raise UsageProblem(f"--notify needs a signing secret in ${SECRET_ENV} (receivers check "
                            f"{HEADER}: sha256=HMAC-SHA256(secret, body))")
+    for url in urls:
+        parts = urlsplit(url)
+        internal = None if allow_private else internal_address(parts.hostname or "")
+        if internal is not None:
+            raise UsageProblem(f"--notify {masked(url)!r}: {parts.hostname} is {internal}, a loopback, link-local "
+                               "or private address", hint="a receiver on this machine or its own network: add "
+                                                          "--notify-private")
     backoff()  # a bad SURVEY_WEBHOOK_BACKOFF is said now too
     return secret.encode("utf-8")
 

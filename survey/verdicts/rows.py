@@ -56,7 +56,7 @@ class MatrixRow(BaseModel):
     verdict_source: Literal["live", "stub"] | None = Field(
         description="live, or stub: answered through a stub library (stub-derived, never a live result)")
     here: Annotated[Verdict, _HERE_ENUM] | None = Field(
-        description="will it run in this environment, on this platform? (survey check's verdict: "
+        title="Here", description="will it run in this environment, on this platform? (survey check's verdict: "
                     "survey.verdicts.vocabulary.HERE)")
     cause: str | None = Field(description="why it cannot run, or why there is not enough evidence (survey check's "
                                           "cause; null when it runs)")
