@@ -133,7 +133,7 @@ MEMO_PREFIX = "proton-survey."  # Session.info keys of what reads keep for their
 
 
 def forget_reads(s: Session) -> None:
-    """Drop what reads kept in this Session (slots, pools, verdicts): a write in it
+    """Drop what reads kept in this database session (slots, pools, verdicts): a write in it
     (``survey.evidence.ingest``) makes them stale."""
     for key in [k for k in s.info if isinstance(k, str) and k.startswith(MEMO_PREFIX)]:
         del s.info[key]
