@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import ast
 import csv
+import subprocess
 import sys
 from pathlib import Path
 
 import pandas as pd
-import pytest
 
 from db.store import Store
 from survey.core import exitcodes
@@ -68,10 +68,14 @@ def test_export_parquet_keeps_the_types(filled_store: Store, tmp_path: Path) -> 
     pd.testing.assert_frame_equal(pd.read_parquet(out), evidence_frame(filled_store))
 
 
-def test_parquet_without_pyarrow_names_the_extra(filled_store: Store, tmp_path: Path,
-                                                 monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setitem(sys.modules, "pyarrow", None)  # as where the package is not installed
-    r = survey_cli("export", "--format", "parquet", "-o", str(tmp_path / "e.parquet"), "--db", filled_store.url)
+def test_parquet_without_pyarrow_names_the_extra(filled_store: Store, tmp_path: Path) -> None:
+    # an interpreter where pyarrow cannot be imported from its first line, as where the
+    # package is not installed (pandas then never uses it either)
+    blocked = ("import sys; sys.modules['pyarrow'] = None; sys.argv[0] = 'survey'; "
+               "from survey import cli; cli.main()")
+    r = subprocess.run([sys.executable, "-c", blocked, "export", "--format", "parquet",
+                        "-o", str(tmp_path / "e.parquet"), "--db", filled_store.url],
+                       cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert r.returncode == exitcodes.ENGINE_UNAVAILABLE, r
     assert len(r.stderr.strip().splitlines()) == 1 and "pip install 'proton-survey[parquet]'" in r.stderr
     assert not (tmp_path / "e.parquet").exists()

@@ -25,6 +25,7 @@ def export_cmd(
     from survey.render import frame
 
     choose(fmt, frame.FORMATS, "format")
+    frame.can_write(fmt)
     df = frame.evidence_frame(open_store(db, create=False), scope="all" if show_all else "catalog")
     try:
         frame.write(df, output, fmt)

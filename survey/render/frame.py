@@ -94,15 +94,22 @@ def evidence_frame(store: Store | str | None = None, *, scope: str = "catalog") 
     return df
 
 
-def write(df: pd.DataFrame, path: Path, fmt: str) -> None:
-    """``df`` to ``path`` as parquet (needs pyarrow: the parquet extra) or CSV (the CSV
-    writer of ``survey table``: evidence text that a spreadsheet would run is quoted)."""
+def can_write(fmt: str) -> None:
+    """Raise ExtraMissing where ``fmt`` needs a package that is not installed - asked before
+    the store is read, so a missing extra costs nothing."""
     if fmt == "parquet":
         try:
             import pyarrow  # noqa: F401
         except ImportError:
             raise ExtraMissing("--format parquet needs pyarrow, which is not installed: "
                                "pip install 'proton-survey[parquet]'") from None
+
+
+def write(df: pd.DataFrame, path: Path, fmt: str) -> None:
+    """``df`` to ``path`` as parquet (needs pyarrow: the parquet extra) or CSV (the CSV
+    writer of ``survey table``: evidence text that a spreadsheet would run is quoted)."""
+    can_write(fmt)
+    if fmt == "parquet":
         df.to_parquet(path, index=False)
         return
     rows = [{str(k): _plain(v) for k, v in r.items()} for r in df.to_dict("records")]
