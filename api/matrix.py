@@ -63,14 +63,6 @@ def cut_text(row: dict[str, Any], whole: str | None) -> dict[str, Any]:
     return out
 
 
-def matrix_rows(s: Session, filters: dict[str, str | None], scope: str = "catalog") -> list[dict[str, Any]]:
-    verdict = filters.get("verdict")
-    rows = survey_matrix.matrix(s, scope=scope, **{k: v for k, v in filters.items() if k != "verdict"})
-    if verdict:
-        rows = [r for r in rows if r.get("verdict") == verdict]
-    return [cut_text(r, f"/runs/{r['run_id']}.json" if r.get("run_id") else None) for r in rows]
-
-
 def stored_platforms(store: Store) -> list[str]:
     with store.session() as s:
         return queries.platform_keys(s)
@@ -161,34 +153,16 @@ def check_filters(filters: dict[str, str | None], names: list[str]) -> None:
         raise one_of("candidate", name, names)
 
 
-def slot_groups(store: Store, filters: dict[str, str | None], scope: str) -> list[list[dict[str, Any]]]:
-    """The matrix rows, grouped by (candidate, platform) in matrix order: the unit of a page."""
-    with store.session() as s:
-        rows = matrix_rows(s, filters, scope)
-    groups: list[list[dict[str, Any]]] = []
-    for r in rows:
-        if groups and (groups[-1][0]["candidate"], groups[-1][0].get("platform")) == \
-                (r["candidate"], r.get("platform")):
-            groups[-1].append(r)
-        else:
-            groups.append([r])
-    return groups
-
-
 def docs_entry(store: Store, scope: str) -> Entry:
     with store.session() as s:
         return Entry.of(docs_table.markdown(s, scope).encode("utf-8"), formats.MEDIA_TYPES["md"])
 
 
-ROW_FILTERS = ("backend", "mode", "outcome", "verdict")  # filters that can leave a grid row with no cell
-
-
 def page_rows(store: Store, filters: dict[str, str | None], scope: str, size: int,
               start: int) -> tuple[list[dict[str, Any]], int]:
-    """One page of rows without row filters: only the page's slots are read."""
+    """One page of rows: only the page's slots are read (``survey.verdicts.matrix.page``)."""
     with store.session() as s:
-        rows, total = survey_matrix.page(s, start, size, candidate=filters.get("candidate"),
-                                         platform=filters.get("platform"), scope=scope)
+        rows, total = survey_matrix.page(s, start, size, scope=scope, **filters)
     return [cut_text(r, f"/runs/{r['run_id']}.json" if r.get("run_id") else None) for r in rows], total
 
 
@@ -281,13 +255,7 @@ async def matrix_view(
             raise one_of("platform", filters["platform"], keys)
     key = ("matrix", fmt, the_scope, *filters.values(), size, start)
     entry = state.matrix_cache.get(version, key)
-    if entry is None and any(filters[k] for k in ROW_FILTERS):  # all rows once per version and filters
-        groups = await cache_mod.memo(request, version, ("matrix rows", the_scope, *filters.values()),
-                                      lambda: slot_groups(state.store, filters, the_scope))
-        rows = [r for group in groups[start:start + size] for r in group]
-        entry = await cache_mod.memo(request, version, key, lambda: build(request, fmt, filters, version,
-                                                                          the_scope, rows, len(groups), size, start))
-    elif entry is None:  # no row filter: the page's grid rows alone (after an ingest, the first answer)
+    if entry is None:  # the page's grid rows alone (after an ingest, the first answer)
         rows, total = await cache_mod.memo(request, version, ("matrix page", the_scope, *filters.values(), size,
                                                                start),
                                            lambda: page_rows(state.store, filters, the_scope, size, start))

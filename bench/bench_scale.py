@@ -31,6 +31,7 @@ PostgreSQL is Debian's (tests/pgserver.py starts a throwaway server on 127.0.0.1
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
 import os
 import platform as _platform
@@ -125,6 +126,10 @@ def fill(url: str, n: int, single: int, batch: int) -> dict[str, Any]:
     from survey.evidence import ingest as ingest_mod
     from survey.evidence.ingest import ingest
 
+    try:  # as `survey ingest` and the service store reports: each write keeps the stored cells
+        importlib.import_module("survey.verdicts.summary")
+    except ImportError:  # a checkout from before them
+        pass
     tpls = templates()
     store = Store(url)
     single = min(single, n)
@@ -275,13 +280,15 @@ def service(url: str, n: int, workdir: Path, upload_count: int) -> dict[str, Any
     out: dict[str, Any] = {}
     some = candidate_name(min(3, max(1, n // 10) - 1))
     filtered = {"backend": "/matrix.json?backend=cupti", "platform": "/matrix.json?platform=none:aarch64",
-                "candidate": f"/matrix.json?candidate={some}", "outcome": "/matrix.json?outcome=ok"}
+                "candidate": f"/matrix.json?candidate={some}", "outcome": "/matrix.json?outcome=ok",
+                "verdict": "/matrix.json?verdict=refused"}
     with Serve(url, workdir) as srv:
         out["rss_mb_start"] = rss_mb(srv.proc.pid)
         out["first_page_ms"] = timed(srv.base + "/matrix.json")
         out["first_page_again_ms"] = timed(srv.base + "/matrix.json")
         out["filtered_first_ms"] = {k: timed(srv.base + path) for k, path in filtered.items()}
         out["html_first_ms"] = timed(srv.base + "/matrix")
+        out["md_first_ms"] = timed(srv.base + "/matrix.md")
         name, raw = variant(tpls, n, n)
         out["upload_one_ms"] = timed(f"{srv.base}/runs?candidate={name}", raw)
         out["after_upload_first_page_ms"] = timed(srv.base + "/matrix.json")

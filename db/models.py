@@ -192,6 +192,47 @@ class Slot(Base):
     complete_run_id: Mapped[int | None] = mapped_column(ForeignKey("runs.id"), nullable=True)
 
 
+class Cell(Base):
+    """One published check of a slot's latest complete run: the matrix row's parts that
+    come from its runs (outcome, verdict, here, cause, capture), derived from the
+    evidence by ``survey.verdicts.summary`` in the transaction that writes the runs,
+    never edited by hand. Readers use these rows only while the ``cells_stamp`` meta
+    row names the current matrix version and the derivation's rules; otherwise they
+    work the rows out from the runs."""
+
+    __tablename__ = "cells"
+    __table_args__ = (
+        Index("ix_cells_slot", "slot_id", "ord"),
+        Index("ix_cells_backend", "backend", "mode", "slot_id"),
+    )
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    slot_id: Mapped[int] = mapped_column(ForeignKey("slots.id"))
+    run_id: Mapped[int] = mapped_column(ForeignKey("runs.id"))
+    ord: Mapped[int] = mapped_column(Integer)  # the row's place in its slot
+    backend: Mapped[str] = mapped_column(String(W.BACKEND))
+    mode: Mapped[str] = mapped_column(String(W.MODE))  # the label: none for no mode
+    mode_arg: Mapped[str | None] = mapped_column(String(W.MODE), nullable=True)
+    outcome: Mapped[str] = mapped_column(String(40))
+    verdict: Mapped[str] = mapped_column(String(20))
+    verdict_source: Mapped[str | None] = mapped_column(String(20), nullable=True)
+    here: Mapped[str] = mapped_column(String(40))
+    cause: Mapped[str | None] = mapped_column(String(40), nullable=True)
+    stub_outcome: Mapped[str | None] = mapped_column(String(40), nullable=True)
+    library: Mapped[str | None] = mapped_column(String(W.LIBRARY), nullable=True)
+    reason: Mapped[str | None] = mapped_column(Text, nullable=True)
+    capture_outcome: Mapped[str | None] = mapped_column(String(40), nullable=True)
+    capture_kernel_count: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    capture_gpu_time_ns: Mapped[float | None] = mapped_column(Float, nullable=True)
+    # the rest of the published verdict (survey.verdicts.modes.ModeVerdict)
+    verdict_reason: Mapped[str] = mapped_column(Text)
+    rule: Mapped[str | None] = mapped_column(String(W.RULE), nullable=True)
+    stub_rule: Mapped[str | None] = mapped_column(String(W.RULE), nullable=True)
+    message: Mapped[str | None] = mapped_column(Text, nullable=True)
+    live_id: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    stub_id: Mapped[int | None] = mapped_column(Integer, nullable=True)
+
+
 class ModeRow(Base):
     __tablename__ = "mode_results"
     __table_args__ = (Index("ix_mode_results_run", "run_id"),)

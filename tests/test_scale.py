@@ -27,8 +27,9 @@ pytestmark = pytest.mark.both_stores
 
 RUNS = 1000
 # Tables that grow with the runs: no statement of a request may read one whole.
-GROWING = ("runs", "reports", "mode_results", "library_results", "capture_results", "slots")
+GROWING = ("runs", "reports", "mode_results", "library_results", "capture_results", "slots", "cells")
 MAX_STATEMENTS = 30  # a page's own reads; a per-slot or per-run query would pass this at once
+PAGE = 20  # slots per filtered page: a small part of the store's (about 280)
 
 
 def _bench() -> Any:
@@ -64,6 +65,21 @@ def statements(store: Store) -> Iterator[list[tuple[str, Any]]]:
         yield seen
     finally:
         event.remove(store.engine, "before_cursor_execute", record)
+
+
+@contextmanager
+def runs_loaded() -> Iterator[list[int]]:
+    """The ids of the runs the ORM builds while the block runs."""
+    seen: list[int] = []
+
+    def record(run: m.Run, _context: Any) -> None:
+        seen.append(run.id)
+
+    event.listen(m.Run, "load", record)
+    try:
+        yield seen
+    finally:
+        event.remove(m.Run, "load", record)
 
 
 def full_scans(store: Store, seen: list[tuple[str, Any]]) -> list[str]:
@@ -107,16 +123,24 @@ def test_a_request_reads_its_own_slots_on_a_store_of_a_thousand_runs(big_store: 
     with store.session() as s:
         total = survey_matrix.queries.count_slots(s, "catalog")
     assert total > 200  # 100 candidates on two or three platforms each
-    asks = {
-        "first page": lambda s: survey_matrix.page(s, 0, 100),
-        "a later page": lambda s: survey_matrix.page(s, 200, 50),
-        "one platform": lambda s: survey_matrix.page(s, 0, 100, platform="none:aarch64"),
-        "one candidate": lambda s: survey_matrix.page(s, 0, 100, candidate="scale-00042"),
+    asks = {  # what -> (slots asked for, the ask)
+        "first page": (100, lambda s: survey_matrix.page(s, 0, 100)),
+        "a later page": (50, lambda s: survey_matrix.page(s, 200, 50)),
+        "one platform": (100, lambda s: survey_matrix.page(s, 0, 100, platform="none:aarch64")),
+        "one candidate": (100, lambda s: survey_matrix.page(s, 0, 100, candidate="scale-00042")),
+        "one backend": (PAGE, lambda s: survey_matrix.page(s, 0, PAGE, backend="cupti")),
+        "a later page of one backend": (PAGE, lambda s: survey_matrix.page(s, 100, PAGE, backend="instrumentation")),
+        "one mode": (PAGE, lambda s: survey_matrix.page(s, 0, PAGE, mode="pcsampling")),
+        "one outcome": (PAGE, lambda s: survey_matrix.page(s, 0, PAGE, outcome="no_gpu")),
+        "one verdict": (PAGE, lambda s: survey_matrix.page(s, 0, PAGE, verdict="refused")),
+        "backend and outcome": (PAGE, lambda s: survey_matrix.page(s, 0, PAGE, backend="cupti", outcome="ok")),
     }
-    for what, ask in asks.items():
-        with statements(store) as seen, store.session() as s:
+    for what, (size, ask) in asks.items():
+        with statements(store) as seen, runs_loaded() as loaded, store.session() as s:
             rows, _total = ask(s)
         assert rows, what
+        # a page builds its own slots' runs (latest and latest complete), not every slot's
+        assert len(loaded) <= 2 * size, f"{what}: {len(loaded)} runs loaded"
         assert len(seen) <= MAX_STATEMENTS, f"{what}: {len(seen)} statements"
         assert full_scans(store, seen) == [], what + ":\n" + "\n\n".join(full_scans(store, seen))
     # The detector detects: a read by a column no index leads with is a scan of every run.

@@ -125,6 +125,7 @@ def ingest_cmd(
     from survey.evidence.ingest import IngestResult, identify
     from survey.evidence.report import MAX_REPORT_BYTES_ENV, check_types, max_report_bytes
     from survey.flows.filing import file_reports
+    from survey.verdicts import summary
 
     # the limits of an upload (api.upload): names, size, JSON types
     for value, what, limit in ((candidate, "candidate", names.MAX_NAME), (label, "label", names.MAX_LABEL)):
@@ -185,6 +186,7 @@ def ingest_cmd(
         with store.session() as s:
             file_reports(s, idents, candidate=candidate, label=label, new=new, catalog=cat, source="ingest",
                          on_batch=said)
+        summary.bring_current(store)  # a store of an older proton-survey: its cells stored once, now
     except BaseException:
         if fresh is not None and filed[0] == 0:
             store.close()

@@ -32,6 +32,7 @@ def serve(
     from api import serve as serving
     from api.httpguard import Limits
     from db.store import Store
+    from survey.verdicts import summary
 
     serving.check_port(port)  # exit 64; a port in use: exit 69 (api.serve); --workers outside 1-64: 64
 
@@ -45,6 +46,7 @@ def serve(
                 raise
             return open_store(db)
         store.read_each_table()  # a damaged store: one line and exit 65 now, not a 503 on every request
+        summary.bring_current(store)  # a store of an older proton-survey: its cells stored once, now
         return store
 
     serving.serve(existing, host, port, workers,

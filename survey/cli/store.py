@@ -42,7 +42,10 @@ def replace(
     answers from the new content from its next request on. NEW is only read (a store of
     an older proton-survey is upgraded on a copy). Never rename a file over a store in use."""
     from survey.evidence.copies import replace as do_replace
+    from survey.verdicts import summary
 
-    done = do_replace(open_store(db, create=False), new)
+    store = open_store(db, create=False)
+    done = do_replace(store, new)
+    summary.bring_current(store)  # the new content's cells, stored once
     err.print(f"the store now holds {done.runs} runs from {new} (matrix version {done.matrix_version})",
               markup=False, highlight=False)

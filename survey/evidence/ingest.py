@@ -28,7 +28,7 @@ import datetime as dt
 import hashlib
 import sqlite3
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from sqlalchemy import BigInteger, Connection, func, insert, select, text, update
@@ -221,10 +221,36 @@ def matrix_version(conn: Session | Connection | sqlite3.Connection) -> str:
     return str(row[0]) if row is not None and row[0] is not None else NO_VERSION
 
 
+@dataclass
+class Writes:
+    """What the open transaction of a database session wrote: how many times it moved the
+    matrix version, and the runs it added (or moved a slot to). Kept in ``Session.info``
+    until the commit or rollback, for what derives rows from the evidence in the same
+    transaction (``survey.verdicts.summary``)."""
+
+    bumps: int = 0
+    runs: list[m.Run] = field(default_factory=list)
+
+
+WRITES = "writes:proton-survey.evidence"  # not a read memo: forget_reads keeps it
+
+
+def writes_of(s: Session) -> Writes:
+    found = s.info.get(WRITES)
+    if found is None:
+        found = s.info[WRITES] = Writes()
+    return found
+
+
+def forget_writes(s: Session) -> None:
+    s.info.pop(WRITES, None)
+
+
 def bump_matrix_version(s: Session) -> None:
     """Add one to the matrix version, in SQL (``value + 1`` on the row itself, so writers
     never lose each other's step), creating it at 1 in a store that has none yet. As a
     write's first statement it takes the store's write lock (see the module's doc)."""
+    writes_of(s).bumps += 1
     done = s.execute(update(m.Meta).where(m.Meta.key == MATRIX_VERSION)
                      .values(value=sql_cast(sql_cast(m.Meta.value, BigInteger) + 1, SqlString()))
                      .execution_options(synchronize_session=False))
@@ -425,6 +451,7 @@ def slot_moved(s: Session, run: m.Run, rows: dict[Any, Any] | None = None) -> No
     """The new run is its (candidate, platform)'s latest run (and, complete, its latest
     complete run): the ``slots`` row says so, in the run's own transaction."""
     queries.forget_reads(s)
+    writes_of(s).runs.append(run)
     key = ("s", run.candidate_id, run.platform_id)
     slot = rows.get(key) if rows is not None else None
     if slot is None:

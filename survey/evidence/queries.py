@@ -68,6 +68,7 @@ class Slot:
     platform: m.Platform | None
     complete: m.Run | None
     last: m.Run | None
+    id: int | None = None  # the slots row (None: a candidate with no run)
 
     @property
     def platform_key(self) -> str | None:
@@ -81,9 +82,11 @@ class Slot:
         return platform_label(p.vendor, p.model, p.arch)
 
 
-def _slot_query(s: Session, scope: str, candidate: str | None, platform: str | None):  # type: ignore[no-untyped-def]
+def _slot_query(s: Session, scope: str, candidate: str | None, platform: str | None,  # type: ignore[no-untyped-def]
+                only: Any = None):
     """(candidate id, slot id or None) in matrix order: catalog order, then platform key
-    (code points on every store); a candidate with no run has one row without a slot."""
+    (code points on every store); a candidate with no run has one row without a slot.
+    ``only``: a condition on ``slots`` (a filter of a layer above)."""
     key = m.Platform.key
     if s.get_bind().dialect.name == "postgresql":
         key = key.collate("C")  # type: ignore[assignment]
@@ -96,17 +99,20 @@ def _slot_query(s: Session, scope: str, candidate: str | None, platform: str | N
         q = q.where(m.Candidate.name == candidate) if "\x00" not in candidate else q.where(false())
     if platform is not None:
         q = q.where(m.Platform.key == platform)
+    if only is not None:
+        q = q.where(only)
     return q.order_by(m.Candidate.position, m.Candidate.id, func.coalesce(key, ""))
 
 
-def count_slots(s: Session, scope: str = "all", candidate: str | None = None, platform: str | None = None) -> int:
+def count_slots(s: Session, scope: str = "all", candidate: str | None = None, platform: str | None = None,
+                only: Any = None) -> int:
     """How many slots :func:`slots` gives for these arguments (one counting query)."""
-    q = _slot_query(s, scope, candidate, platform).order_by(None).subquery()
+    q = _slot_query(s, scope, candidate, platform, only).order_by(None).subquery()
     return int(s.scalar(select(func.count()).select_from(q)) or 0)
 
 
 def slots(s: Session, scope: str = "all", candidate: str | None = None, checks: bool = True, *,
-          platform: str | None = None, start: int = 0, size: int | None = None) -> list[Slot]:
+          platform: str | None = None, start: int = 0, size: int | None = None, only: Any = None) -> list[Slot]:
     """Every (candidate, platform) with evidence, in catalog order then platform key;
     a candidate with no run at all gives one slot without a platform. ``checks=False``:
     the runs come without their checks, captures and libraries loaded (read them
@@ -114,7 +120,7 @@ def slots(s: Session, scope: str = "all", candidate: str | None = None, checks: 
     slots; ``start``, ``size``: only those slots of the order (a page reads its own).
     Every slot of a scope is read once per Session (kept in ``Session.info``: a Session
     is one command or one request), whoever asks."""
-    whole = size is None and not start
+    whole = size is None and not start and only is None
     memo = s.info.setdefault(_SLOTS, {})
     if whole:
         for have in ((scope, candidate, platform, True), (scope, candidate, platform, checks)) + (
@@ -122,7 +128,7 @@ def slots(s: Session, scope: str = "all", candidate: str | None = None, checks: 
                 else ()):
             if have in memo:
                 return [sl for sl in memo[have] if scope != "catalog" or sl.candidate.scope == "catalog"]
-    out = _read_slots(s, scope, candidate, checks, platform, start, size)
+    out = _read_slots(s, scope, candidate, checks, platform, start, size, only)
     if whole:
         memo[(scope, candidate, platform, checks)] = out
     return list(out)
@@ -146,8 +152,8 @@ def platform_keys(s: Session) -> list[str]:
 
 
 def _read_slots(s: Session, scope: str, candidate: str | None, checks: bool, platform: str | None, start: int,
-                size: int | None) -> list[Slot]:
-    q = _slot_query(s, scope, candidate, platform)
+                size: int | None, only: Any = None) -> list[Slot]:
+    q = _slot_query(s, scope, candidate, platform, only)
     if start:
         q = q.offset(start)
     if size is not None:
@@ -156,8 +162,9 @@ def _read_slots(s: Session, scope: str, candidate: str | None, checks: bool, pla
     if not order:
         return []
     if size is None and not start:  # all of them: by subquery (a list of ids may pass the store's limit)
-        slot_ids: Any = _slot_query(s, scope, candidate, platform).with_only_columns(m.Slot.id).order_by(None)
-        cand_ids: Any = _slot_query(s, scope, candidate, platform).with_only_columns(m.Candidate.id).order_by(None)
+        slot_ids: Any = _slot_query(s, scope, candidate, platform, only).with_only_columns(m.Slot.id).order_by(None)
+        cand_ids: Any = _slot_query(s, scope, candidate, platform, only).with_only_columns(m.Candidate.id) \
+            .order_by(None)
         run_ids: Any = select(m.Slot.last_run_id).where(m.Slot.id.in_(slot_ids)).union_all(
             select(m.Slot.complete_run_id).where(m.Slot.id.in_(slot_ids), m.Slot.complete_run_id.is_not(None)))
     else:
@@ -182,7 +189,7 @@ def _read_slots(s: Session, scope: str, candidate: str | None, checks: bool, pla
             continue
         out.append(Slot(cands[cid], platforms.get(sl.platform_id) if sl.platform_id is not None else None,
                         runs.get(sl.complete_run_id) if sl.complete_run_id is not None else None,
-                        runs.get(sl.last_run_id)))
+                        runs.get(sl.last_run_id), sl.id))
     return out
 
 

@@ -52,7 +52,7 @@ from survey.evidence.queries import iso
 from survey.render import escape
 from survey.render.table import pipe_table
 from survey.verdicts import documented as documented_mod
-from survey.verdicts import since, stability
+from survey.verdicts import since, stability, summary
 from survey.verdicts.modes import BACKEND_ORDER, MODE_ORDER, Acceptance, ModeVerdict, published_verdicts
 
 # column key -> header, in the order `--columns` lists them
@@ -355,8 +355,13 @@ def build(s: Session, scope: str = "catalog", columns: list[str] | None = None,
     keys (default: the reference page's four); a column with nothing to show is left
     out, unless it is in ``keep`` (asked for by name)."""
     keys = list(columns or DEFAULT_KEYS)
-    slots = queries.slots(s, scope)
-    stability.pooled(s, [sl.complete for sl in slots if sl.complete is not None])  # all in two queries
+    if summary.current(s):  # the published verdicts from the stored cells: the runs' checks are not read
+        slots = queries.slots(s, scope, checks=False)
+        summary.use_stored_verdicts(s, slots)
+    else:
+        slots = queries.slots(s, scope)
+        stability.pooled(s, [sl.complete for sl in slots if sl.complete is not None])  # all in two queries
+    stability.first_runs(s, [sl.complete for sl in slots if sl.complete is not None])  # what the sources cite
     platforms = {sl.platform_key for sl in slots if sl.platform is not None and sl.complete is not None}
     many_platforms = len(platforms) > 1
     claims = documented_mod.assess(s, documented_mod.load(documented_path)) if with_sections else []

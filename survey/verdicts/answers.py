@@ -29,7 +29,7 @@ from pydantic import Field
 
 from db import models as m
 from probes import outcomes as O
-from survey.verdicts.modes import Acceptance, ModeVerdict, published_verdicts
+from survey.verdicts.modes import Acceptance, ModeVerdict, published_checks, published_verdicts
 
 Word = Literal["yes", "no", "unknown", "not_applicable"]
 YES: Literal["yes"] = "yes"
@@ -88,7 +88,7 @@ def backend_present(run: m.Run, backend: str) -> Answer:
 
 
 def verdict_of(run: m.Run, backend: str, mode: str | None) -> ModeVerdict | None:
-    return next((v for v in verdicts_of(run, backend) if v.mode == mode), None)
+    return published_checks(run).get((backend, mode))
 
 
 def mode_accepted(v: ModeVerdict | None) -> Answer:
@@ -122,7 +122,7 @@ def library_loads(run: m.Run, backend: str, v: ModeVerdict | None) -> Answer:
 
 
 def works(run: m.Run, backend: str, mode: str | None) -> Answer:
-    v = next((v for v in verdicts_of(run, backend) if v.mode == mode), None)
+    v = verdict_of(run, backend, mode)
     if v is not None and v.outcome == O.UNSTABLE:
         return Answer(UNKNOWN, "unstable")  # a capture ran only in the runs where start() happened to work
     cap = next((c for c in run.captures if c.backend == backend and c.mode == mode), None)

@@ -206,13 +206,15 @@ def assess(s: Session, documented: list[Documented]) -> list[dict[str, Any]]:
     not_measured, agrees or conflicts (any measurement that disagrees is a
     conflict); ``measured`` lists each (candidate, platform)'s latest complete run
     that answers the question. Plain dicts: the rows of the API's documented
-    evidence. The store is read once, whatever the number of claims."""
+    evidence. Only the slots of the candidates the claims are about are read (one
+    query each), whatever the size of the store."""
     if not documented:
         return []
-    labels = {c.name: c.label for c in queries.candidates(s, "all")}
+    names = sorted({d.claim.candidate for d in documented})
+    labels = {c.name: c.label for c in (queries.find_candidate(s, n) for n in names) if c is not None}
     by_candidate: dict[str, list[queries.Slot]] = {}
-    for slot in queries.slots(s, "all"):
-        by_candidate.setdefault(slot.candidate.name, []).append(slot)
+    for name in labels:  # the claims' candidates' slots only
+        by_candidate[name] = queries.slots(s, "all", name)
     rows = []
     for d in documented:
         c = d.claim

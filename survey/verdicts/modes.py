@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
-from sqlalchemy.orm import object_session
+from sqlalchemy.orm import Session, object_session
 
 from db import models as m
 from probes import outcomes as O
@@ -118,6 +118,32 @@ def run_verdicts(run: m.Run, rows: Sequence[Any] | None = None) -> list[ModeVerd
 
 
 _PUBLISHED = "proton-survey.verdicts.published"
+
+
+def remember(s: Session, run_id: int, verdicts: list[ModeVerdict]) -> None:
+    """Give :func:`published_verdicts` the run's verdicts as a reader already has them
+    (``survey.verdicts.summary``: from the stored cells), for this Session."""
+    s.info.setdefault(_PUBLISHED, {})[run_id] = verdicts
+    s.info.get(_BY_CHECK, {}).pop(run_id, None)
+
+
+_BY_CHECK = "proton-survey.verdicts.published-by-check"
+
+
+def published_checks(run: m.Run) -> dict[tuple[str, str | None], ModeVerdict]:
+    """(backend, mode) -> the run's published verdict (the first of :func:`published_verdicts`
+    for it), kept for the Session as they are."""
+    s = object_session(run)
+    memo: dict[int, dict[tuple[str, str | None], ModeVerdict]] = s.info.setdefault(_BY_CHECK, {}) \
+        if s is not None else {}
+    found = memo.get(run.id)
+    if found is None:
+        found = {}
+        for v in published_verdicts(run):
+            found.setdefault((v.backend, v.mode), v)
+        if s is not None:
+            memo[run.id] = found
+    return found
 
 
 def published_verdicts(run: m.Run) -> list[ModeVerdict]:

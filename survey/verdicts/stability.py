@@ -38,11 +38,13 @@ one request).
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from sqlalchemy import select
+from sqlalchemy import Text as SqlText
+from sqlalchemy import cast, func, select
 from sqlalchemy.orm import Session, object_session
 
 from db import models as m
@@ -93,7 +95,7 @@ def check_key(row: Any) -> CheckKey:
 
 
 def _cache(s: Session) -> dict[str, Any]:
-    cache: dict[str, Any] = s.info.setdefault(_INFO, {"groups": {}, "pooled": {}, "candidate": {}})
+    cache: dict[str, Any] = s.info.setdefault(_INFO, {"groups": {}, "pooled": {}, "candidate": {}, "keys": {}})
     return cache
 
 
@@ -102,14 +104,16 @@ def _attempts(row: Any) -> dict[str, int]:
 
 
 def pool(rows: Iterable[Any]) -> dict[CheckKey, Pooled]:
-    """The rule, applied to the checks of one environment's complete runs."""
+    """The rule, applied to the checks of one environment's complete runs (a row with
+    a ``runs`` attribute stands for that many runs' identical rows)."""
     out: dict[CheckKey, Pooled] = {}
     for row in rows:
+        times = getattr(row, "runs", 1)
         p = out.setdefault(check_key(row), Pooled(row.outcome))
-        p.runs += 1
-        p.run_outcomes[row.outcome] = p.run_outcomes.get(row.outcome, 0) + 1
+        p.runs += times
+        p.run_outcomes[row.outcome] = p.run_outcomes.get(row.outcome, 0) + times
         for outcome, n in _attempts(row).items():
-            p.counts[outcome] = p.counts.get(outcome, 0) + n
+            p.counts[outcome] = p.counts.get(outcome, 0) + n * times
     for p in out.values():
         if len(p.run_outcomes) > 1 or O.UNSTABLE in p.run_outcomes:
             p.outcome = O.UNSTABLE
@@ -119,7 +123,7 @@ def pool(rows: Iterable[Any]) -> dict[CheckKey, Pooled]:
 def groups(s: Session, runs: Iterable[m.Run]) -> dict[int, tuple[int, ...]]:
     """Run id -> the ids of every complete run of its environment (one query for
     all the runs the Session has not asked about yet)."""
-    cache, candidate_of = _cache(s)["groups"], _cache(s)["candidate"]
+    cache, candidate_of, keys = _cache(s)["groups"], _cache(s)["candidate"], _cache(s)["keys"]
     todo = {r.id: group_key(r) for r in runs if r.id not in cache and r.environment_id is not None}
     if todo:
         envs = {k[0] for k in todo.values()}
@@ -130,24 +134,58 @@ def groups(s: Session, runs: Iterable[m.Run]) -> dict[int, tuple[int, ...]]:
             members.setdefault((env_id, platform_id, probe_version), []).append(rid)
             candidate_of[rid] = candidate_id
         for rid, key in todo.items():
-            cache[rid] = tuple(sorted(set(members.get(key, [])) | {rid}))
+            group = cache[rid] = tuple(sorted(set(members.get(key, [])) | {rid}))
+            if rid in members.get(key, ()) and None not in key:
+                keys[group] = key  # exactly the complete runs of this key: pooled in SQL
     return {r.id: cache.get(r.id, (r.id,)) for r in runs}
 
 
+@dataclass(frozen=True)
+class _Counted:
+    """Identical check rows of ``runs`` runs (one row of a grouped query)."""
+
+    backend: str
+    mode: str | None
+    env: str
+    stub: bool
+    outcome: str
+    outcome_counts: dict[str, int] | None
+    runs: int
+
+
 def pooled(s: Session, runs: Iterable[m.Run]) -> dict[int, dict[CheckKey, Pooled]]:
-    """Run id -> its checks pooled over its environment's runs (the rule above)."""
+    """Run id -> its checks pooled over its environment's runs (the rule above). A
+    group that is exactly the complete runs of an environment, platform and probe
+    version is read grouped in SQL (identical rows counted, not fetched one by one,
+    so a group of many runs costs a few rows); any other group row by row."""
     runs = list(runs)
     ids = groups(s, runs)
-    cache = _cache(s)["pooled"]
+    cache, keys = _cache(s)["pooled"], _cache(s)["keys"]
     todo = {g for g in ids.values() if g not in cache}
-    if todo:
-        wanted = sorted({rid for g in todo for rid in g})
+    grouped = {g: keys[g] for g in todo if g in keys}
+    if grouped:
+        by_key: dict[GroupKey, list[Any]] = {}
+        wanted = sorted({rid for g in grouped for rid in g})
+        counts_text = cast(m.ModeRow.outcome_counts, SqlText)
+        cols = (m.Run.environment_id, m.Run.platform_id, m.Run.probe_version, m.ModeRow.backend, m.ModeRow.mode,
+                m.ModeRow.env, m.ModeRow.stub, m.ModeRow.outcome, counts_text)
+        for first in range(0, len(wanted), 5000):
+            for env_id, platform_id, probe, backend, mode, env, stub, outcome, counts, n in s.execute(
+                    select(*cols, func.count()).join(m.Run, m.Run.id == m.ModeRow.run_id)
+                    .where(m.ModeRow.run_id.in_(wanted[first:first + 5000])).group_by(*cols)):
+                by_key.setdefault((env_id, platform_id, probe), []).append(
+                    _Counted(backend, mode, env, bool(stub), outcome, json.loads(counts) if counts else None, n))
+        for g, key in grouped.items():
+            cache[g] = pool(by_key.get(key, []))
+    loose = todo - grouped.keys()
+    if loose:
+        wanted = sorted({rid for g in loose for rid in g})
         rows: dict[int, list[Any]] = {}
         for row in s.execute(select(m.ModeRow.run_id, m.ModeRow.backend, m.ModeRow.mode, m.ModeRow.env,
                                     m.ModeRow.stub, m.ModeRow.outcome, m.ModeRow.outcome_counts)
                              .where(m.ModeRow.run_id.in_(wanted))):
             rows.setdefault(row.run_id, []).append(row)
-        for g in todo:
+        for g in loose:
             cache[g] = pool(row for rid in g for row in rows.get(rid, []))
     return {rid: cache[g] for rid, g in ids.items()}
 
@@ -186,6 +224,19 @@ def first_run(run: m.Run) -> m.Run:
         return run
     found = s.get(m.Run, first)
     return found if found is not None else run
+
+
+def first_runs(s: Session, runs: Iterable[m.Run]) -> None:
+    """Load the :func:`first_run` of every run at once (one query per 500), so that
+    asking each then reads nothing."""
+    runs = list(runs)
+    ids = groups(s, runs)
+    candidate_of = _cache(s)["candidate"]
+    want = sorted({min(i for i in ids[r.id] if candidate_of.get(i, r.candidate_id) == r.candidate_id)
+                   for r in runs} - {r.id for r in runs})
+    held = _cache(s).setdefault("firsts", [])  # the Session holds its objects weakly: these are kept here
+    for first in range(0, len(want), 500):
+        held += s.scalars(select(m.Run).where(m.Run.id.in_(want[first:first + 500]))).all()
 
 
 def counts_text(counts: dict[str, int] | None) -> str:

@@ -1,0 +1,254 @@
+"""Each slot's cells, kept in the store (the ``cells`` table) by the transaction that
+writes the evidence, so a read takes them instead of working every slot out again.
+
+The invariant: while the ``cells_stamp`` meta row reads ``RULES:V`` with ``V`` the
+store's matrix version, the ``cells`` rows of every slot are exactly what
+``survey.verdicts.cells.run_cells`` works out for its latest complete run (a test
+holds the two equal after every kind of write). Readers check the stamp (one query per
+database session) and, when it is not current, work the cells out from the runs as
+before: an answer never comes from rows that may be stale.
+
+Who keeps it current:
+
+- every commit that moved the matrix version (``survey.evidence.ingest`` notes its
+  writes in the session): when the stamp was current before the write, the cells of
+  the slots whose latest complete run shares an environment, platform and probe
+  version with a run just written are worked out again (the stability rule pools
+  exactly those runs), and the stamp moves with the version, in the same transaction;
+- :func:`rebuild`: every slot, in transactions of its own; ``survey serve`` runs it
+  before it listens, ``survey ingest`` after it stores, when the stamp is not current
+  (a store made by an older proton-survey, migrated, or replaced whole).
+
+A writer that does not load this module (an older proton-survey on the same store)
+moves the version without the stamp: the cells stop being current, which is safe.
+:data:`RULES` changes whenever the derivation does, which makes every stored stamp
+stale.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from sqlalchemy import delete, event, exists, insert, select, tuple_
+from sqlalchemy.orm import Session, selectinload
+
+from db import models as m
+from db.store import Store
+from probes import outcomes as O
+from survey.evidence import queries
+from survey.evidence.ingest import MATRIX_VERSION, WRITES, forget_writes
+from survey.verdicts import cells as cells_mod
+from survey.verdicts import modes
+from survey.verdicts.modes import Acceptance
+from survey.verdicts.verdict import Cause, Verdict
+
+RULES = "1"  # the derivation's version: change it with survey.verdicts.cells (or what it calls)
+STAMP = "cells_stamp"
+_CURRENT = queries.MEMO_PREFIX + "verdicts.summary.current"
+CHUNK = 500  # slots per statement
+_ACCEPTANCE = {str(a): a for a in Acceptance}  # the stored text -> the enum (a dict look-up, not a call)
+_HERE = {str(v): v for v in Verdict}
+_CAUSE = {str(c): c for c in Cause}
+_COLUMNS = [m.Cell.__table__.c[k] for k in cells_mod.ALL_KEYS]
+
+
+def stamp_of(version: str | int) -> str:
+    return f"{RULES}:{version}"
+
+
+def _meta(s: Session) -> dict[str, str]:
+    return {k: v for k, v in s.execute(select(m.Meta.key, m.Meta.value).where(m.Meta.key.in_((MATRIX_VERSION, STAMP))))}
+
+
+def current(s: Session) -> bool:
+    """Do the stored cells hold for the evidence as it is? (Once per database session:
+    a session is one command or one request.)"""
+    found = s.info.get(_CURRENT)
+    if found is None:
+        meta = _meta(s)
+        found = s.info[_CURRENT] = meta.get(STAMP) == stamp_of(meta.get(MATRIX_VERSION, "0"))
+    return bool(found)
+
+
+def stored_cells(s: Session, slot_ids: Iterable[int]) -> dict[int, list[dict[str, Any]]]:
+    """Slot id -> its stored cells, in their order (read them only while :func:`current`)."""
+    ids = sorted(set(slot_ids))
+    out: dict[int, list[dict[str, Any]]] = {}
+    for first in range(0, len(ids), CHUNK):
+        for row in s.execute(select(m.Cell.slot_id, *_COLUMNS)
+                             .where(m.Cell.slot_id.in_(ids[first:first + CHUNK]))
+                             .order_by(m.Cell.slot_id, m.Cell.ord)):
+            cell = dict(zip(cells_mod.ALL_KEYS, row[1:], strict=True))
+            cell["verdict"] = _ACCEPTANCE[cell["verdict"]]
+            cell["here"] = _HERE[cell["here"]]
+            cell["cause"] = _CAUSE[cell["cause"]] if cell["cause"] is not None else None
+            out.setdefault(row[0], []).append(cell)
+    return out
+
+
+def use_stored_verdicts(s: Session, slots: list[queries.Slot]) -> bool:
+    """While the cells are current: the published verdicts of the slots' latest complete
+    runs from the stored cells (where ``survey.verdicts.modes.published_verdicts`` finds
+    them) and those runs' captures, in a few queries whatever the number of slots - so
+    a reader that needs only these never loads the runs' checks. False (nothing done)
+    when the cells are not current."""
+    if not current(s):
+        return False
+    measured = [sl for sl in slots if sl.complete is not None and sl.id is not None]
+    stored = stored_cells(s, [sl.id for sl in measured])  # type: ignore[misc]
+    for sl in measured:
+        modes.remember(s, sl.complete.id, [cells_mod.verdict_of(c) for c in stored.get(sl.id, [])])  # type: ignore
+    ids = sorted({sl.complete.id for sl in measured})  # type: ignore[union-attr]
+    for first in range(0, len(ids), CHUNK):  # the slots hold these runs: their captures stay loaded
+        s.scalars(select(m.Run).where(m.Run.id.in_(ids[first:first + CHUNK]))
+                  .options(selectinload(m.Run.captures))).all()
+    return True
+
+
+def matching(backend: str | None = None, mode: str | None = None, outcome: str | None = None,
+             verdict: str | None = None) -> Any:
+    """A condition on ``slots``: the slot has a stored cell that passes these filters
+    (each slot's cells read through ``ix_cells_slot``); None when no filter is given.
+    ``mode``: a mode's label (``none``: no mode), None: any."""
+    conds = []
+    if backend:
+        conds.append(m.Cell.backend == backend)
+    if mode is not None:
+        conds.append(m.Cell.mode == queries.mode_label(queries.mode_from_label(mode)))
+    if outcome:
+        conds.append(m.Cell.outcome == outcome)
+    if verdict:
+        conds.append(m.Cell.verdict == verdict)
+    return exists().where(m.Cell.slot_id == m.Slot.id, *conds) if conds else None
+
+
+def refresh(s: Session, slot_ids: list[int]) -> dict[int, list[dict[str, Any]]]:
+    """Work the cells of these slots out again and store them (no commit); slot id ->
+    its cells."""
+    out: dict[int, list[dict[str, Any]]] = {}
+    for first in range(0, len(slot_ids), CHUNK):
+        ids = slot_ids[first:first + CHUNK]
+        s.execute(delete(m.Cell).where(m.Cell.slot_id.in_(ids)))
+        slot_runs: dict[int, int] = {sid: rid for sid, rid in s.execute(
+            select(m.Slot.id, m.Slot.complete_run_id).where(m.Slot.id.in_(ids))) if rid is not None}
+        runs = list(s.scalars(select(m.Run).where(m.Run.id.in_(set(slot_runs.values())))))
+        worked = cells_mod.run_cells(s, runs)
+        rows = [{"slot_id": sid, "run_id": rid, "ord": i, **{k: _plain(c[k]) for k in cells_mod.ALL_KEYS}}
+                for sid, rid in slot_runs.items() for i, c in enumerate(worked[rid])]
+        if rows:
+            s.execute(insert(m.Cell), rows)
+        out.update((sid, worked[rid]) for sid, rid in slot_runs.items())
+    return out
+
+
+def _plain(value: Any) -> Any:
+    return str(value) if isinstance(value, Verdict | Cause | Acceptance) else value
+
+
+def _set_stamp(s: Session, version: str) -> None:
+    s.execute(delete(m.Meta).where(m.Meta.key == STAMP))
+    s.add(m.Meta(key=STAMP, value=stamp_of(version)))
+    s.flush()
+
+
+def rebuild(s: Session) -> int:
+    """Every slot's cells, worked out and stored, and the stamp set, in one transaction
+    of ``s`` (committed); how many slots. Nothing when they are current already."""
+    queries.forget_reads(s)
+    if current(s):
+        s.rollback()
+        return 0
+    s.execute(delete(m.Cell))
+    n = len(refresh(s, list(s.scalars(select(m.Slot.id).order_by(m.Slot.id)))))
+    _set_stamp(s, _meta(s).get(MATRIX_VERSION, "0"))
+    s.commit()
+    queries.forget_reads(s)
+    return n
+
+
+def bring_current(store: Store) -> int:
+    """:func:`rebuild` on a store that can be written (a read-only one is read as it is:
+    its answers are worked out from the runs); how many slots were worked out."""
+    if store.read_only:
+        return 0
+    with store.session() as s:
+        return rebuild(s)
+
+
+def _own_slots(s: Session, runs: list[m.Run]) -> list[int]:
+    """The slots whose latest complete run is one of ``runs``."""
+    ids = sorted({r.id for r in runs if r.status == "complete"})
+    out: set[int] = set()
+    for first in range(0, len(ids), CHUNK):
+        out.update(s.scalars(select(m.Slot.id).where(m.Slot.complete_run_id.in_(ids[first:first + CHUNK]))))
+    return sorted(out)
+
+
+def _shared(s: Session, runs: list[m.Run]) -> list[int]:
+    """The slots whose latest complete run shares an environment, platform and probe
+    version with one of ``runs`` (the stability rule pools exactly those runs)."""
+    groups = {(r.environment_id, r.platform_id, r.probe_version) for r in runs}
+    out: set[int] = set()
+    keyed = sorted(g for g in groups if g[0] is not None and g[1] is not None and g[2] is not None)
+    for first in range(0, len(keyed), CHUNK):
+        out.update(s.scalars(select(m.Slot.id).join(m.Run, m.Run.id == m.Slot.complete_run_id).where(
+            tuple_(m.Run.environment_id, m.Run.platform_id, m.Run.probe_version).in_(keyed[first:first + CHUNK]))))
+    for env, platform, probe in (g for g in groups if g not in keyed):
+        out.update(s.scalars(select(m.Slot.id).join(m.Run, m.Run.id == m.Slot.complete_run_id).where(
+            m.Run.environment_id.is_(None) if env is None else m.Run.environment_id == env,
+            m.Run.platform_id.is_(None) if platform is None else m.Run.platform_id == platform,
+            m.Run.probe_version.is_(None) if probe is None else m.Run.probe_version == probe)))
+    return sorted(out)
+
+
+def _unsettled(cells: list[dict[str, Any]]) -> bool:
+    return any(c["outcome"] == O.UNSTABLE or c["stub_outcome"] == O.UNSTABLE for c in cells)
+
+
+def _after_write(s: Session, runs: list[m.Run]) -> None:
+    """The cells a write of ``runs`` changed, stored again. A run's slot always; the
+    other slots of its environment only when one of its published checks is unstable:
+    a run's cells depend on its environment's other runs only through the pooled
+    outcome of each check (``survey.verdicts.stability``), which is the same for every
+    run that made the check. When none of the new run's checks is unstable, none of
+    them was before (the rule is sticky) and the new run agreed with every earlier one,
+    so the others' cells are as they were; an unstable check's reason counts the
+    attempts and runs, which move with every run."""
+    own = refresh(s, _own_slots(s, runs))
+    complete = {r.id: r for r in runs if r.status == "complete"}
+    slot_run: dict[int, int] = {sid: rid for sid, rid in s.execute(
+        select(m.Slot.id, m.Slot.complete_run_id).where(m.Slot.id.in_(list(own)))) if rid is not None} if own else {}
+    moving = [complete[slot_run[sid]] for sid, cells in own.items() if _unsettled(cells) and slot_run.get(sid)
+              in complete]
+    if moving:
+        refresh(s, [sid for sid in _shared(s, moving) if sid not in own])
+
+
+@event.listens_for(Session, "before_commit")
+def _before_commit(s: Session) -> None:
+    w = s.info.get(WRITES)
+    if w is None or not w.bumps:
+        return
+    runs, bumps = list(w.runs), w.bumps
+    forget_writes(s)
+    queries.forget_reads(s)
+    meta = _meta(s)
+    version = meta.get(MATRIX_VERSION, "0")
+    try:
+        before = str(int(version) - bumps)
+    except ValueError:
+        return
+    if meta.get(STAMP) != stamp_of(before) and not (meta.get(STAMP) is None and before == "0"):
+        return  # not current before this write: it stays so (rebuild makes it current)
+    s.flush()
+    _after_write(s, runs)
+    _set_stamp(s, version)
+    queries.forget_reads(s)
+
+
+@event.listens_for(Session, "after_soft_rollback")
+def _after_rollback(s: Session, _previous: Any) -> None:
+    forget_writes(s)
+    s.info.pop(_CURRENT, None)
+

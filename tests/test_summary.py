@@ -1,0 +1,176 @@
+"""The stored cells (survey.verdicts.summary) are what the runs say: after every kind of
+write - one report, a batch, a second run of the same environment that makes a check
+unstable, a failure, a report already stored - each slot's stored cells equal the cells
+worked out from its runs, and the stamp is current. A write the summary did not see
+(another program moving the matrix version), or a new derivation, makes the stamp stale:
+the answers are then worked out from the runs, the same as before, until a rebuild."""
+
+from __future__ import annotations
+
+import copy
+import json
+from typing import Any
+
+import pytest
+from sqlalchemy import text
+
+from db.store import Store
+from probes import outcomes as O
+from survey.evidence import identity, queries
+from survey.evidence.ingest import Filing, identify, ingest, ingest_many, record_failure
+from survey.verdicts import cells as cells_mod
+from survey.verdicts import matrix as matrix_mod
+from survey.verdicts import summary
+from survey.verdicts.modes import published_verdicts
+from tests.conftest import report_bytes
+
+pytestmark = pytest.mark.both_stores
+
+NAMES = ("cpu-triton-3.6.0.json", "cpu-triton-3.7.1.json", "cpu-triton-3.8.0.json", "cpu-triton-3.9.0.json",
+         "h200-sm90-triton-3.6.0.json")
+
+
+def worked_out(store: Store) -> dict[int, list[dict[str, Any]]]:
+    """Slot id -> its cells worked out from the runs, in a fresh session and cache."""
+    cells_mod._CELLS.clear()
+    with store.session() as s:
+        slots = [sl for sl in queries.slots(s, "all", checks=False) if sl.complete is not None]
+        worked = cells_mod.run_cells(s, [sl.complete for sl in slots])  # type: ignore[misc]
+        return {sl.id: worked[sl.complete.id] for sl in slots}  # type: ignore[misc, union-attr]
+
+
+def kept(store: Store) -> dict[int, list[dict[str, Any]]]:
+    with store.session() as s:
+        assert summary.current(s), "the stamp is not current"
+        ids = [sl.id for sl in queries.slots(s, "all", checks=False) if sl.complete is not None]
+        stored = summary.stored_cells(s, [i for i in ids if i is not None])
+        return {i: stored.get(i, []) for i in ids}  # type: ignore[misc]
+
+
+def assert_kept(store: Store) -> None:
+    want = worked_out(store)
+    assert want and all(want.values())
+    assert kept(store) == want
+    with store.session() as s:  # the published verdicts read back from them are the runs' own
+        slots = [sl for sl in queries.slots(s, "all") if sl.complete is not None]
+        live = {sl.id: published_verdicts(sl.complete) for sl in slots}  # type: ignore[arg-type]
+    with store.session() as s:
+        slots = [sl for sl in queries.slots(s, "all", checks=False) if sl.complete is not None]
+        assert summary.use_stored_verdicts(s, slots)
+        assert {sl.id: published_verdicts(sl.complete) for sl in slots} == live  # type: ignore[arg-type]
+
+
+def variant(name: str, prefix: str, started: str, flip: str | None = None) -> bytes:
+    """A fixture report as another run: its own times, in the environment ``prefix``; with
+    ``flip``, the first clean live check of that backend gets another outcome."""
+    d = json.loads(report_bytes(name))
+    d["probe"]["started_at"] = d["probe"]["finished_at"] = started
+    d["environment"]["python"]["prefix"] = prefix
+    d["environment"]["python"]["executable"] = prefix + "/bin/python"
+    if flip is not None:
+        live = next(r for r in d["modes"] if r["backend"] == flip and r["env"] == "clean" and not r["stub"])
+        live["outcome"] = O.CRASH if live["outcome"] != O.CRASH else O.TIMEOUT
+    return json.dumps(d).encode()
+
+
+def test_every_kind_of_write_keeps_the_stored_cells_equal_to_the_runs(store: Store) -> None:
+    with store.session() as s:  # one report at a time
+        for i, name in enumerate(NAMES):
+            ingest(s, report_bytes(name), candidate=f"c{i}", label=f"C{i}", position=i, scope="catalog")
+    assert_kept(store)
+    with store.session() as s:  # the same environment again, one check disagreeing: now unstable
+        ingest(s, variant("cpu-triton-3.9.0.json", "/venvs/v39", "2026-12-02T18:21:31+00:00"), candidate="c3",
+               scope="catalog")
+    with store.session() as s:
+        ingest(s, variant("cpu-triton-3.9.0.json", "/venvs/v39", "2026-12-02T19:00:00+00:00", flip="cupti"),
+               candidate="c3", scope="catalog")
+    assert_kept(store)
+    with store.session() as s:
+        rows = [r for r in matrix_mod.matrix(s, candidate="c3") if r["backend"] == "cupti" and r["mode"] == "none"]
+    assert [r["outcome"] for r in rows] == [O.UNSTABLE]  # the second run's disagreement, kept
+    with store.session() as s:  # one environment under two names: a disagreement under one changes both
+        ingest(s, variant(NAMES[2], "/venvs/twin", "2026-12-02T10:00:00+00:00"), candidate="twin-a", scope="catalog")
+        ingest(s, variant(NAMES[2], "/venvs/twin", "2026-12-02T11:00:00+00:00"), candidate="twin-b", scope="catalog")
+    assert_kept(store)
+    with store.session() as s:
+        ingest(s, variant(NAMES[2], "/venvs/twin", "2026-12-02T12:00:00+00:00", flip="cupti"), candidate="twin-a",
+               scope="catalog")
+    assert_kept(store)
+    with store.session() as s:
+        rows = [r for r in matrix_mod.matrix(s, candidate="twin-b") if r["backend"] == "cupti" and r["mode"] == "none"]
+    assert [r["outcome"] for r in rows] == [O.UNSTABLE]
+    with store.session() as s:  # a batch: new candidates and new runs of stored ones
+        items = [(identify(variant(NAMES[i % 4], f"/venvs/b{i % 3}", f"2026-12-03T0{i}:00:00+00:00")),
+                  Filing(f"c{i % 6}", f"C{i % 6}", position=i % 6, scope="catalog")) for i in range(8)]
+        ingest_many(s, items, batch=3)
+    assert_kept(store)
+    with store.session() as s:  # a failure, and a report already stored
+        record_failure(s, "c1", label="C1", kind="pip", spec=None, position=1, error="no such wheel",
+                       platform=identity.PlatformId("none:x86_64", "none", None, "x86_64", {}))
+        ingest(s, report_bytes(NAMES[0]), candidate="c0", scope="catalog")
+    assert_kept(store)
+
+
+def test_a_write_the_summary_did_not_see_makes_it_stale_and_the_answers_stay_the_same(store: Store) -> None:
+    with store.session() as s:
+        for i, name in enumerate(NAMES):
+            ingest(s, report_bytes(name), candidate=f"c{i}", label=f"C{i}", position=i, scope="catalog")
+        ingest(s, variant(NAMES[3], "/venvs/x", "2026-12-03T00:00:00+00:00", flip="cupti"), candidate="c3",
+               scope="catalog")
+    with store.session() as s:
+        assert summary.current(s)
+        stored_rows = matrix_mod.matrix(s, scope="all")
+        filtered = matrix_mod.page(s, 0, 2, backend="cupti", outcome=O.NO_GPU)
+    with store.engine.begin() as conn:  # as another program writing the store would
+        conn.execute(text("UPDATE meta SET value = CAST(CAST(value AS INTEGER) + 1 AS VARCHAR(20)) "
+                          "WHERE key = 'matrix_version'"))
+    cells_mod._CELLS.clear()
+    with store.session() as s:
+        assert not summary.current(s)
+        assert matrix_mod.matrix(s, scope="all") == stored_rows
+        assert matrix_mod.page(s, 0, 2, backend="cupti", outcome=O.NO_GPU) == filtered
+    with store.session() as s:  # a write now leaves it stale: it never claims more than it saw
+        ingest(s, variant(NAMES[0], "/venvs/y", "2026-12-03T01:00:00+00:00"), candidate="c9", scope="catalog")
+    with store.session() as s:
+        assert not summary.current(s)
+        assert summary.rebuild(s) == 6
+    assert_kept(store)
+    with store.session() as s:
+        assert summary.rebuild(s) == 0  # current: nothing to do
+
+
+def test_a_new_derivation_makes_every_stored_stamp_stale(store: Store, monkeypatch: pytest.MonkeyPatch) -> None:
+    with store.session() as s:
+        ingest(s, report_bytes(NAMES[0]), candidate="c0", scope="catalog")
+    with store.session() as s:
+        assert summary.current(s)
+    monkeypatch.setattr(summary, "RULES", summary.RULES + "-next")
+    with store.session() as s:
+        assert not summary.current(s)
+        assert summary.rebuild(s) == 1
+    assert_kept(store)
+
+
+def test_a_filtered_page_counts_and_pages_the_slots_with_a_matching_row(store: Store) -> None:
+    with store.session() as s:
+        for i, name in enumerate(NAMES):
+            ingest(s, report_bytes(name), candidate=f"c{i}", label=f"C{i}", position=i, scope="catalog")
+    with store.session() as s:
+        every = matrix_mod.matrix(s, outcome=O.NO_GPU)
+        slots = list(dict.fromkeys((r["candidate"], r["platform"]) for r in every))
+        assert len(slots) == 4 and {r["outcome"] for r in every} == {O.NO_GPU}  # the four CPU reports
+        first, total = matrix_mod.page(s, 0, 3, outcome=O.NO_GPU)
+        rest, total2 = matrix_mod.page(s, 3, 3, outcome=O.NO_GPU)
+    assert total == total2 == 4
+    assert first + rest == every
+
+
+def test_rows_are_copies_a_caller_may_change(store: Store) -> None:
+    with store.session() as s:
+        ingest(s, report_bytes(NAMES[0]), candidate="c0", scope="catalog")
+    with store.session() as s:
+        rows = matrix_mod.matrix(s)
+        mine = copy.deepcopy(rows)
+        rows[0]["outcome"] = "changed"
+    with store.session() as s:
+        assert matrix_mod.matrix(s) == mine
