@@ -39,6 +39,8 @@ from rich.text import Text
 from survey.core.names import CONTROL_OR_INVISIBLE
 
 _HAZARD = re.compile(CONTROL_OR_INVISIBLE)
+# in JSON text, but a newline: one there is the indentation's (inside a string JSON wrote \n)
+_JSON_HAZARD = re.compile(f"(?!\n){CONTROL_OR_INVISIBLE}")
 
 
 def _shown(ch: str) -> str:
@@ -167,4 +169,8 @@ def json_text(data: Any, *, indent: int | None = None) -> str:
     characters a terminal would act on (C1, bidi: JSON escapes only C0) as ``\\uXXXX``."""
     text = json.dumps(data, ensure_ascii=False, indent=indent, separators=(",", ":") if indent is None else None,
                       default=str)
-    return _HAZARD.sub(lambda m: m.group() if m.group() == "\n" else f"\\u{ord(m.group()):04x}", text)
+    return _JSON_HAZARD.sub(_json_escape, text)
+
+
+def _json_escape(m: re.Match[str]) -> str:
+    return f"\\u{ord(m.group()):04x}"
