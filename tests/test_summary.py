@@ -22,7 +22,7 @@ from survey.verdicts import cells as cells_mod
 from survey.verdicts import matrix as matrix_mod
 from survey.verdicts import summary
 from survey.verdicts.modes import published_verdicts
-from tests.conftest import report_bytes
+from tests.conftest import report_bytes, survey_cli
 
 pytestmark = pytest.mark.both_stores
 
@@ -174,3 +174,19 @@ def test_rows_are_copies_a_caller_may_change(store: Store) -> None:
         rows[0]["outcome"] = "changed"
     with store.session() as s:
         assert matrix_mod.matrix(s) == mine
+
+
+def test_a_store_without_cells_gets_them_from_the_next_command_that_writes(store: Store, tmp_path: Any) -> None:
+    with store.session() as s:
+        for i, name in enumerate(NAMES[:3]):
+            ingest(s, report_bytes(name), candidate=f"c{i}", label=f"C{i}", position=i, scope="catalog")
+    with store.engine.begin() as conn:  # as a store migrated from before the cells holds them: none, no stamp
+        conn.execute(text("DELETE FROM cells"))
+        conn.execute(text("DELETE FROM meta WHERE key = 'cells_stamp'"))
+    with store.session() as s:
+        assert not summary.current(s)
+    report = tmp_path / "r.json"
+    report.write_bytes(report_bytes(NAMES[3]))
+    r = survey_cli("ingest", str(report), "--candidate", "c3", "--new", "--db", store.url)
+    assert r.returncode == 0, r
+    assert_kept(store)  # every slot's cells, the earlier ones too

@@ -80,6 +80,9 @@ def run(
         store, result = survey(launch, lambda: open_store(db), report, _aorta(launch))
     except KeyboardInterrupt:
         raise typer.Exit(130)
+    from survey.verdicts import summary
+
+    summary.bring_current(store)  # a store of an older proton-survey: its cells stored once, now
     if table and not quiet and not json_lines:
         _print_table(store, result.scope, fmt)
     _after_survey(store, result.before, result.probed_runs, notify or [], secret, quiet, exit_code, result.counts)
