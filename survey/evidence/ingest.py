@@ -275,20 +275,26 @@ def _text(value: Any) -> Any:
     return value
 
 
-def _child_rows(run_id: int, report: Report) -> dict[Any, list[dict[str, Any]]]:
-    """The normalised rows of one report, as plain values for one ``INSERT`` per table."""
+def _same(value: Any) -> Any:
+    return value
+
+
+def _child_rows(run_id: int, report: Report, nul: bool = True) -> dict[Any, list[dict[str, Any]]]:
+    """The normalised rows of one report, as plain values for one ``INSERT`` per table.
+    ``nul``: the report holds NUL somewhere (else its values are taken as they are)."""
+    shown = _text if nul else _same
     modes = []
     for e in report.modes:
-        data = _text(e.model_dump())
+        data = shown(e.model_dump())
         modes.append({"run_id": run_id, **{c: data[c] for c in _MODE_COLUMNS}})
-    libraries = [{"run_id": run_id, "name": _text(lib.name), "backends": _text(lib.backends), "loads": lib.loads,
-                  "error": _text(lib.error), "versioned_only": lib.versioned_only, "fix": _text(lib.fix),
-                  "candidates": _text([c.model_dump() for c in lib.candidates])} for lib in report.libraries]
+    libraries = [{"run_id": run_id, "name": shown(lib.name), "backends": shown(lib.backends), "loads": lib.loads,
+                  "error": shown(lib.error), "versioned_only": lib.versioned_only, "fix": shown(lib.fix),
+                  "candidates": shown([c.model_dump() for c in lib.candidates])} for lib in report.libraries]
     captures = [{
-        "run_id": run_id, "backend": _text(c.backend), "mode": _text(c.mode), "outcome": c.outcome,
-        "exit_code": c.exit_code, "message": _text(c.message), "max_abs_err": c.max_abs_err, "loop_s": c.loop_s,
+        "run_id": run_id, "backend": shown(c.backend), "mode": shown(c.mode), "outcome": c.outcome,
+        "exit_code": c.exit_code, "message": shown(c.message), "max_abs_err": c.max_abs_err, "loop_s": c.loop_s,
         "duration_s": c.duration_s, "kernel_count": c.kernel_count, "gpu_time_ns": c.gpu_time_ns,
-        "top_kernel": _text(c.top_kernel), "top_kernel_time_ns": c.top_kernel_time_ns,
+        "top_kernel": shown(c.top_kernel), "top_kernel_time_ns": c.top_kernel_time_ns,
         "artifact_sha256": c.artifact.sha256 if c.artifact else None,
         "artifact_bytes": c.artifact.bytes if c.artifact else None,
     } for c in report.captures]
@@ -303,7 +309,8 @@ def _store_children(s: Session, written: list[tuple[m.Run, Identified]]) -> None
                                                "sha256": ident.digest} for run, ident in written])
     tables: dict[Any, list[dict[str, Any]]] = {m.ModeRow: [], m.LibraryRow: [], m.CaptureRow: []}
     for run, ident in written:
-        for model, rows in _child_rows(run.id, ident.report).items():
+        # JSON writes NUL as \u0000: a canonical text without one has none to show as U+2400
+        for model, rows in _child_rows(run.id, ident.report, "\\u0000" in ident.text).items():
             tables[model] += rows
     for model, rows in tables.items():
         if rows:
