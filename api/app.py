@@ -43,7 +43,7 @@ from fastapi.staticfiles import StaticFiles
 from api import badges, candidates, changes, check, diff, docs, errors, history, matrix, meta, render, runs, upload
 from api.cache import MatrixCache
 from api.middleware import HeadAsGet, SecurityHeaders
-from api.pool import DEFAULT_STORE_TIMEOUT_S, StorePool
+from api.pool import DEFAULT_SIZE, DEFAULT_STORE_TIMEOUT_S, StorePool
 from api.replay import Replay
 from api.storewatch import StoreWatch
 from db.store import Store
@@ -96,7 +96,7 @@ def create_app(store: Store, *, token: str | None = None, max_upload_bytes: int 
         _from_env(STORE_TIMEOUT_ENV, float, DEFAULT_STORE_TIMEOUT_S, "a number of seconds")
     store.limit_time(store_timeout_s, StorePool.deadline_for(store_timeout_s))
     cache = MatrixCache(store)
-    pool = StorePool(store, store_timeout_s)
+    pool = StorePool(store, store_timeout_s, size=1 if store.in_memory else DEFAULT_SIZE)
 
     @contextlib.asynccontextmanager
     async def lifespan(_app: FastAPI) -> AsyncIterator[None]:

@@ -33,6 +33,7 @@ from urllib.parse import quote, unquote
 from sqlalchemy import Connection, Engine, create_engine, event, inspect, text
 from sqlalchemy.engine import URL, make_url
 from sqlalchemy.orm import Session, sessionmaker
+from sqlalchemy.pool import StaticPool
 
 MIGRATIONS = Path(__file__).with_name("migrations")
 DEFAULT_DB_ENV = "SURVEY_DB"
@@ -241,7 +242,11 @@ def make_engine(url: str, *, create: bool = True) -> Engine:
         _need_psycopg()
     try:
         # A server's connections may die with it (a restart): each is checked before use.
-        extra = {"pool_pre_ping": True} if parsed.get_backend_name() != "sqlite" else {}
+        extra: dict[str, Any] = {"pool_pre_ping": True} if parsed.get_backend_name() != "sqlite" else {}
+        if parsed.get_backend_name() == "sqlite" and _sqlite_file(parsed) is None:
+            # in memory, the database is its connection: every thread uses that one (its callers
+            # take turns: api.pool gives such a store one thread)
+            extra = {"poolclass": StaticPool, "connect_args": {"check_same_thread": False}}
         engine = create_engine(parsed, future=True, **extra)
     except Exception as e:  # ArgumentError, NoSuchModuleError, ...
         raise StoreError(f"cannot use database URL {mask_url(url)!r}: {_scrub(str(e), url)}") from e
@@ -490,6 +495,11 @@ class Store:
 
     def session(self) -> Session:
         return self.sessions()
+
+    @property
+    def in_memory(self) -> bool:
+        """An in-memory SQLite database: one connection, which every caller shares in turn."""
+        return self.engine.dialect.name == "sqlite" and self.sqlite_file() is None
 
     def sqlite_file(self) -> Path | None:
         """The SQLite file this store reads; None for PostgreSQL or an in-memory database."""

@@ -169,3 +169,21 @@ def test_killing_the_supervisor_takes_its_workers_with_it(filled_store: Store, t
             httpx.get(f"http://127.0.0.1:{srv.port}/healthz", timeout=5)
     finally:
         srv.stop()
+
+
+def test_an_in_memory_store_serves_what_is_uploaded_to_it(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # The database is its one connection: before, each of the service's threads opened its own,
+    # empty one, and every request was a 500 ("no such table").
+    monkeypatch.setenv("SURVEY_TOKEN", "t0ken")
+    srv = Served("sqlite://", tmp_path / "serve.log")
+    try:
+        base = f"http://127.0.0.1:{srv.port}"
+        assert httpx.get(base + "/matrix.json", timeout=30).json()["count"] == 0
+        report = (ROOT / "tests" / "fixtures" / "reports" / "cpu-triton-3.9.0.json").read_bytes()
+        up = httpx.post(base + "/runs?candidate=mem", content=report, headers={"Authorization": "Bearer t0ken"},
+                        timeout=60)
+        assert up.status_code == 201 and up.json()["run_id"] == 1, up.text
+        rows = httpx.get(base + "/matrix.json?scope=all", timeout=30).json()["rows"]
+        assert {r["candidate"] for r in rows} == {"mem"} and len(rows) == 14
+    finally:
+        srv.stop()
