@@ -104,6 +104,17 @@ def test_every_kind_of_write_keeps_the_stored_cells_equal_to_the_runs(store: Sto
                   Filing(f"c{i % 6}", f"C{i % 6}", position=i % 6, scope="catalog")) for i in range(8)]
         ingest_many(s, items, batch=3)
     assert_kept(store)
+    with store.session() as s:  # a batch where a run that disagrees is followed by its slot's next run
+        ingest(s, variant(NAMES[1], "/venvs/tw2", "2026-12-04T01:00:00+00:00"), candidate="twin-c", scope="catalog")
+        ingest_many(s, [
+            (identify(variant(NAMES[1], "/venvs/tw2", "2026-12-04T02:00:00+00:00", flip="cupti")),
+             Filing("z", "Z", position=9, scope="catalog")),
+            (identify(variant(NAMES[1], "/venvs/elsewhere", "2026-12-04T03:00:00+00:00")),
+             Filing("z", "Z", position=9, scope="catalog"))])
+    assert_kept(store)
+    with store.session() as s:
+        rows = [r for r in matrix_mod.matrix(s, candidate="twin-c") if r["backend"] == "cupti" and r["mode"] == "none"]
+    assert [r["outcome"] for r in rows] == [O.UNSTABLE]
     with store.session() as s:  # a failure, and a report already stored
         record_failure(s, "c1", label="C1", kind="pip", spec=None, position=1, error="no such wheel",
                        platform=identity.PlatformId("none:x86_64", "none", None, "x86_64", {}))

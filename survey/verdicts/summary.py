@@ -214,13 +214,18 @@ def _after_write(s: Session, runs: list[m.Run]) -> None:
     run that made the check. When none of the new run's checks is unstable, none of
     them was before (the rule is sticky) and the new run agreed with every earlier one,
     so the others' cells are as they were; an unstable check's reason counts the
-    attempts and runs, which move with every run."""
+    attempts and runs, which move with every run. A written run no slot shows has its
+    environment's slots worked out again."""
     own = refresh(s, _own_slots(s, runs))
     complete = {r.id: r for r in runs if r.status == "complete"}
     slot_run: dict[int, int] = {sid: rid for sid, rid in s.execute(
         select(m.Slot.id, m.Slot.complete_run_id).where(m.Slot.id.in_(list(own)))) if rid is not None} if own else {}
     moving = [complete[slot_run[sid]] for sid, cells in own.items() if _unsettled(cells) and slot_run.get(sid)
               in complete]
+    # a run that no slot shows (its slot's next run came in the same write) still counts in its
+    # environment's pool: whether it unsettled a check there is not worked out, so its
+    # environment's slots are
+    moving += [r for rid, r in complete.items() if rid not in slot_run.values()]
     if moving:
         refresh(s, [sid for sid in _shared(s, moving) if sid not in own])
 
