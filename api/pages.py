@@ -21,8 +21,9 @@ MAX_SIZE = 1000
 
 Size = Annotated[int, Query(alias="_size", ge=1, le=MAX_SIZE,
                             description=f"rows per page (default {DEFAULT_SIZE}, at most {MAX_SIZE})")]
-Offset = Annotated[int, Query(alias="_next", ge=0, description="where the page starts (an offset): the `next` "
-                                                             "of the previous page")]
+MAX_OFFSET = 10**12  # past any store's rows, within every store's integer (PostgreSQL's OFFSET is a bigint)
+Offset = Annotated[int, Query(alias="_next", ge=0, le=MAX_OFFSET,
+                              description="where the page starts (an offset): the `next` of the previous page")]
 
 
 @dataclass

@@ -921,3 +921,25 @@ def test_a_name_the_published_pattern_allows_is_stored(store: Store, make_client
     assert r.status_code == 201, r.text
     with store.session() as s:
         assert queries.get_candidate(s, "cand\U000b3e24").label == label
+
+
+def test_a_page_offset_past_any_store_is_refused_not_a_500(store: Store, make_client: Any) -> None:
+    # PostgreSQL's OFFSET is a bigint: 10**19 was "bigint out of range", a 500 (found by schemathesis)
+    c = make_client(store)
+    for url in ("/matrix.json?_next=10000000000000000000", "/matrix.json?backend=cupti&_next=10000000000000000000"):
+        assert_error(c.get(url), 422, "invalid_input", "_next")
+    assert c.get("/matrix.json?_next=1000000000000").json()["rows"] == []  # past the end: an empty page
+
+
+def test_an_artifact_hash_that_is_not_a_sha256_is_refused_not_a_500(store: Store, make_client: Any) -> None:
+    # the column holds 64 characters: a longer one was "value too long" on PostgreSQL, a 500
+    c = make_client(store, token=TOKEN)
+    data = json.loads(report_bytes("h200-sm90-triton-3.6.0-schema3.json"))
+    cap = next(i for i, x in enumerate(data["captures"]) if x.get("artifact"))
+    for bad in ("0" * 65, "ab\u0000cd", "A" * 64):
+        data["captures"][cap]["artifact"]["sha256"] = bad
+        err = assert_error(c.upload(json.dumps(data).encode(), params={"candidate": "h"}), 422, "invalid_report",
+                           f"captures[{cap}].artifact.sha256")
+        assert "64 hexadecimal digits" in err["message"]
+    with store.session() as s:
+        assert queries.candidates(s) == []
