@@ -11,6 +11,8 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 from tests.conftest import processes_with, survey_cli
 from tests.envs import fake_triton
 
@@ -68,9 +70,10 @@ def test_ctrl_c_stops_the_survey_and_says_what_was_stored(tmp_path: Path) -> Non
     db = tmp_path / "s.db"
     log = tmp_path / "run.log"
     with log.open("wb") as out:
-        proc = subprocess.Popen([sys.executable, "-m", "survey", "run", "--catalog", str(cat), "--jobs", "1",
-                                 "--timeout", "3000", "--no-table", "--db", str(db)], cwd=ROOT, stdout=out,
-                                stderr=subprocess.STDOUT, start_new_session=True)
+        # -X faulthandler: should it outlive the SIGINT, SIGABRT makes it print every thread's stack
+        proc = subprocess.Popen([sys.executable, "-X", "faulthandler", "-m", "survey", "run", "--catalog", str(cat),
+                                 "--jobs", "1", "--timeout", "3000", "--no-table", "--db", str(db)], cwd=ROOT,
+                                stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
     try:
         deadline = time.monotonic() + 300
         while not hanging.exists():  # the second candidate's probe is in proton.start, which never returns
@@ -79,7 +82,12 @@ def test_ctrl_c_stops_the_survey_and_says_what_was_stored(tmp_path: Path) -> Non
             time.sleep(0.1)
         assert runs(db) == [("quick", "complete")]
         proc.send_signal(signal.SIGINT)
-        code = proc.wait(timeout=120)  # not the hour the hang would take, nor the check's 3000 s timeout
+        try:
+            code = proc.wait(timeout=120)  # not the hour the hang would take, nor the check's 3000 s timeout
+        except subprocess.TimeoutExpired:
+            proc.send_signal(signal.SIGABRT)
+            proc.wait(timeout=60)
+            pytest.fail(f"survey run still ran 120 s after SIGINT; its threads then:\n{log.read_text()}")
     finally:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
