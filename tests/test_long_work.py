@@ -101,9 +101,13 @@ def test_ctrl_c_stops_the_survey_and_says_what_was_stored(tmp_path: Path, to: st
         try:
             code = proc.wait(timeout=120)  # not the hour the hang would take, nor the check's 3000 s timeout
         except subprocess.TimeoutExpired:
+            masks = {t: [ln for ln in Path(f"/proc/{proc.pid}/task/{t}/status").read_text().splitlines()
+                         if ln.startswith(("SigPnd", "SigBlk", "SigIgn", "SigCgt"))]
+                     for t in os.listdir(f"/proc/{proc.pid}/task")}
             proc.send_signal(signal.SIGABRT)
             proc.wait(timeout=60)
-            pytest.fail(f"survey run still ran 120 s after SIGINT; its threads then:\n{log.read_text()}")
+            pytest.fail(f"survey run still ran 120 s after SIGINT; its threads' signal masks {masks}, "
+                        f"their stacks:\n{log.read_text()}")
     finally:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
