@@ -160,7 +160,6 @@ def pytest_unconfigure(config: pytest.Config) -> None:
 _own_run_dir = pytest.StashKey[str]()
 
 
-@pytest.hookimpl(tryfirst=True)  # before pytest-xdist's, which reads xdist_group into the test ids
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     for item in items:
         for tier in ONE_WORKER:
