@@ -131,10 +131,8 @@ fi
 
 # ------------------------------------------------------------------ every tier
 # First every tier that needs neither the images nor the Triton venvs: fast, browser,
-# schemathesis, fleet. --dist loadgroup hands out the groups with the most tests first, so the
-# fleet's and the browser's (one worker each, their longest runs) start at once and the fast
-# tier's tests fill the other workers around them. Then, the images and venvs made,
-# integration and podman (the podman group first, for the same reason).
+# schemathesis, fleet (the schemathesis tests on PostgreSQL, the longest of all, overlap the
+# fast tier instead of following it). Then, the images and venvs made, integration and podman.
 status=0
 "${pytest[@]}" -m "not integration and not podman" "$@" || status=$?
 [[ $status == 5 ]] && status=0  # no test of these tiers selected
