@@ -57,6 +57,12 @@ def runs(db: Path) -> list[tuple[str, str]]:
             return []
 
 
+def default_sigint() -> None:
+    """SIGINT as a terminal's foreground job has it: a test run started in the background
+    (``cmd &``, nohup) ignores SIGINT, and its children inherit that, as Unix wants."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def sigint_to_a_thread_not_the_main_one(pid: int) -> None:
     """Ctrl-C as the kernel may deliver it: to any thread of the process that does not block
     it (tgkill, as glibc has it), here the one running the survey."""
@@ -86,7 +92,8 @@ def test_ctrl_c_stops_the_survey_and_says_what_was_stored(tmp_path: Path, to: st
         # -X faulthandler: should it outlive the SIGINT, SIGABRT makes it print every thread's stack
         proc = subprocess.Popen([sys.executable, "-X", "faulthandler", "-m", "survey", "run", "--catalog", str(cat),
                                  "--jobs", "1", "--timeout", "3000", "--no-table", "--db", str(db)], cwd=ROOT,
-                                stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+                                stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
+                                preexec_fn=default_sigint)
     try:
         deadline = time.monotonic() + 300
         while not hanging.exists():  # the second candidate's probe is in proton.start, which never returns
