@@ -296,6 +296,21 @@ def survey_cli(*args: str) -> CliResult:
     return CliResult(code, out.getvalue(), err.getvalue())
 
 
+def survey_fresh(*args: str, without: tuple[str, ...] = ()) -> Any:
+    """Run ``survey ARGS`` in an interpreter of its own (a ``subprocess.CompletedProcess``,
+    text): for a command that would change the test process for the tests after it (importing
+    Ray does), or one run where the packages ``without`` cannot be imported from its first line,
+    as where they are not installed. Patching them away in this process instead breaks what
+    imported them already, depending on which tests ran first."""
+    import subprocess
+    import sys
+
+    block = "".join(f"sys.modules[{name!r}] = None; " for name in without)
+    code = f"import sys; {block}sys.argv[0] = 'survey'; from survey import cli; cli.main()"
+    return subprocess.run([sys.executable, "-c", code, *args], cwd=Path(__file__).resolve().parents[1],
+                          capture_output=True, text=True, timeout=120)
+
+
 def processes_with(text: str) -> list[str]:
     """The processes whose environment holds ``text`` (e.g. a path only a test's
     environment names): what a test checks is gone, not waited for."""

@@ -93,7 +93,23 @@ fi
 say "the Python dependencies (.venv, pip install -e .[test,browser,bench,fleet])"
 python3 -m venv .venv
 .venv/bin/python -m pip install -q --upgrade pip
+
+# Every tier: the podman tier's images and the integration tier's Triton venvs (mostly
+# downloads and unpacking) are made in the background from here on, while the rest installs,
+# ruff and mypy run and the tiers that need neither run; their logs are shown only when they fail.
+images='' venvs='' logs=''
+if [[ $mode == all ]]; then
+  export CONTAINERS_CONF=${CONTAINERS_CONF:-$PWD/.ci/containers.conf}
+  logs=$(mktemp -d)
+  trap 'kill $images $venvs 2>/dev/null; rm -rf "$logs"' EXIT
+  PYTHON=.venv/bin/python .ci/build-images >"$logs/images" 2>&1 &  # needs only pip
+  images=$!
+fi
 .venv/bin/python -m pip install -q -e ".[test,browser,bench,fleet]"
+if [[ $mode == all ]]; then
+  .venv/bin/python -m tests.envs >"$logs/venvs" 2>&1 &  # needs proton-survey installed
+  venvs=$!
+fi
 
 .venv/bin/ruff check .
 .venv/bin/mypy
@@ -109,23 +125,17 @@ fi
 if [[ $mode == hunt ]]; then
   say "flake hunt: the fast and integration tiers, $hunt times over, in random order"
   .venv/bin/python -m tests.envs >/dev/null  # the integration tier's Triton venvs, once
-  exec "${pytest[@]}" -m "not ($heavy)" --count "$hunt" "$@"
+  # tests/helpers/leaks.py names, at the end, each test that changed its process for the tests after it
+  exec "${pytest[@]}" -p tests.helpers.leaks -m "not ($heavy)" --count "$hunt" "$@"
 fi
 
 # ------------------------------------------------------------------ every tier
-# While the fast tier runs, the podman tier's images are built and the integration tier's
-# Triton venvs made (both mostly downloads); their logs are shown only when they fail.
-export CONTAINERS_CONF=${CONTAINERS_CONF:-$PWD/.ci/containers.conf}
-logs=$(mktemp -d)
-PYTHON=.venv/bin/python .ci/build-images >"$logs/images" 2>&1 &
-images=$!
-.venv/bin/python -m tests.envs >"$logs/venvs" 2>&1 &
-venvs=$!
-trap 'kill $images $venvs 2>/dev/null; rm -rf "$logs"' EXIT
-
+# First every tier that needs neither the images nor the Triton venvs: fast, browser,
+# schemathesis, fleet (the schemathesis tests on PostgreSQL, the longest of all, overlap the
+# fast tier instead of following it). Then, the images and venvs made, integration and podman.
 status=0
-"${pytest[@]}" -m "not integration and not ($heavy)" "$@" || status=$?
-[[ $status == 5 ]] && status=0  # no test of this tier selected
+"${pytest[@]}" -m "not integration and not podman" "$@" || status=$?
+[[ $status == 5 ]] && status=0  # no test of these tiers selected
 
 for job in "images:$images" "venvs:$venvs"; do
   if ! wait "${job#*:}"; then
@@ -136,8 +146,8 @@ for job in "images:$images" "venvs:$venvs"; do
 done
 
 rest=0
-"${pytest[@]}" -m "integration or $heavy" "$@" || rest=$?
+"${pytest[@]}" -m "integration or podman" "$@" || rest=$?
 [[ $rest == 5 ]] && rest=0
-say "fast tier: exit $status; integration, podman, browser, schemathesis, fleet: exit $rest"
+say "fast, browser, schemathesis, fleet: exit $status; integration, podman: exit $rest"
 if ((status)); then exit "$status"; fi
 exit "$rest"

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from survey.core import exitcodes
-from tests.conftest import survey_cli
+from tests.conftest import survey_cli, survey_fresh
 
 
 @pytest.fixture
@@ -90,13 +90,12 @@ def test_a_failed_ingest_creates_no_store(tmp_path: Path) -> None:
     assert sorted(p.name for p in tmp_path.iterdir()) == ["r.json"]
     r = survey_cli("ingest", str(report), "--candidate", "mine", "--new", "--db", f"sqlite:///{db}")
     assert r.returncode == 0 and db.exists(), r
-def test_a_postgresql_store_without_its_driver_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The PostgreSQL driver is the `postgres` extra: where it is not installed (here: an
-    environment whose `import psycopg` fails), a postgresql:// store is one line naming it."""
-    import sys
 
-    monkeypatch.setitem(sys.modules, "psycopg", None)  # as where the package is not installed
-    r = survey_cli("table", "--db", "postgresql://survey@127.0.0.1:9/survey")
+
+def test_a_postgresql_store_without_its_driver_names_the_extra() -> None:
+    """The PostgreSQL driver is the `postgres` extra: where it is not installed (here: an
+    interpreter whose `import psycopg` fails), a postgresql:// store is one line naming it."""
+    r = survey_fresh("table", "--db", "postgresql://survey@127.0.0.1:9/survey", without=("psycopg",))
     assert r.returncode == exitcodes.INPUT, r
     assert "Traceback" not in r.stderr + r.stdout
     assert len(r.stderr.strip().splitlines()) == 1 and "pip install 'proton-survey[postgres]'" in r.stderr

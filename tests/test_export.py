@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import ast
 import csv
-import subprocess
-import sys
 from pathlib import Path
 
 import pandas as pd
@@ -15,7 +13,7 @@ from db.store import Store
 from survey.core import exitcodes
 from survey.render.frame import COLUMNS, evidence_frame
 from survey.verdicts import matrix as matrix_mod
-from tests.conftest import survey_cli
+from tests.conftest import survey_cli, survey_fresh
 from tests.test_api import gpu_store  # noqa: F401  (fixture: the H200 report, with captures)
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -69,13 +67,8 @@ def test_export_parquet_keeps_the_types(filled_store: Store, tmp_path: Path) -> 
 
 
 def test_parquet_without_pyarrow_names_the_extra(filled_store: Store, tmp_path: Path) -> None:
-    # an interpreter where pyarrow cannot be imported from its first line, as where the
-    # package is not installed (pandas then never uses it either)
-    blocked = ("import sys; sys.modules['pyarrow'] = None; sys.argv[0] = 'survey'; "
-               "from survey import cli; cli.main()")
-    r = subprocess.run([sys.executable, "-c", blocked, "export", "--format", "parquet",
-                        "-o", str(tmp_path / "e.parquet"), "--db", filled_store.url],
-                       cwd=ROOT, capture_output=True, text=True, timeout=120)
+    r = survey_fresh("export", "--format", "parquet", "-o", str(tmp_path / "e.parquet"), "--db", filled_store.url,
+                     without=("pyarrow",))  # pandas then never uses it either
     assert r.returncode == exitcodes.ENGINE_UNAVAILABLE, r
     assert len(r.stderr.strip().splitlines()) == 1 and "pip install 'proton-survey[parquet]'" in r.stderr
     assert not (tmp_path / "e.parquet").exists()

@@ -263,6 +263,11 @@ def report_380(venv_380):
     return run_probe(venv_380.python, ["probe", "--timeout", "60"])[0]
 
 
+@pytest.fixture(scope="session")
+def report_390(venv_390):
+    return run_probe(venv_390.python, ["probe", "--timeout", "60"])[0]
+
+
 @pytest.mark.integration
 def test_371_has_no_registry_and_no_rocprofiler(report_371) -> None:
     r = report_371
@@ -333,7 +338,7 @@ def test_fork_and_fresh_interpreters_measure_the_same(version: str, request) -> 
     (3.7.x periodic_flushing: crash, garbage error or CUPTI error 15, varying run to
     run) must agree on not starting, not on which failure."""
     venv = pypi_venv(version)
-    forked = run_probe(venv.python, ["probe", "--timeout", "60"])[0]
+    forked = request.getfixturevalue(f"report_{version.replace('.', '')}")  # `probe --timeout 60`, run once
     fresh = run_probe(venv.python, ["probe", "--timeout", "60", "--no-fork"])[0]
     assert fresh["probe"]["forked_checks"] == 0 and forked["probe"]["forked_checks"] >= 2 * 14  # attempts fork too
 

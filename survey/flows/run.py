@@ -12,7 +12,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from typing import Any
 
@@ -212,9 +212,22 @@ def in_parallel(items: list[Any], jobs: int, name: Callable[[Any], str], survey:
 
     _cancelled.clear()
     with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
+        futures = [pool.submit(one, item) for item in items]
         try:
-            return list(pool.map(one, items))
+            return [_result(f) for f in futures]
         except KeyboardInterrupt:  # Ctrl-C: stop the probes, wait only for their threads to notice
             cancel()
             pool.shutdown(wait=False, cancel_futures=True)
             raise
+        finally:
+            for f in futures:
+                f.cancel()
+
+
+def _result(future: Future[Outcome]) -> Outcome:
+    """The future's outcome, waited for in short steps. Ctrl-C may reach any thread of the
+    process: Python runs its handler in the main thread only, and a main thread asleep until
+    the probe ends (an hour, for a hung one) would never see it."""
+    while not wait([future], timeout=0.2).done:
+        pass
+    return future.result()
