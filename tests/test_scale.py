@@ -21,6 +21,7 @@ from sqlalchemy import event, select, text
 from db import models as m
 from db.store import Store
 from survey.evidence.ingest import Filing, Identified, identify, ingest_many
+from survey.verdicts import cells as cells_mod
 from survey.verdicts import matrix as survey_matrix
 
 pytestmark = pytest.mark.both_stores
@@ -150,7 +151,7 @@ def test_a_request_reads_its_own_slots_on_a_store_of_a_thousand_runs(big_store: 
 
 
 def test_the_cells_cache_is_bounded_in_bytes_and_drops_the_least_recently_used() -> None:
-    cells = survey_matrix.Cells(max_bytes=20_000)
+    cells = cells_mod.Cells(max_bytes=20_000)
     one = [{"backend": "cupti", "mode": "none", "reason": "x" * 1000}]
 
     def key(i: int) -> tuple[str, tuple[int, ...]]:

@@ -26,6 +26,7 @@ from survey.environments import catalog as catalog_mod
 from survey.evidence.ingest import ingest, upsert_candidate
 from survey.render import docs_table, grid
 from survey.render import table as table_mod
+from survey.verdicts import cells as cells_mod
 from survey.verdicts import matrix as survey_matrix
 from survey.verdicts import rows as matrix_schema
 from tests.conftest import report_bytes, survey_cli
@@ -496,7 +497,7 @@ def test_a_reports_checks_are_read_once_and_never_mix_stores(tmp_path: Path) -> 
     with b.session() as s:  # another run first: the shared report gets run id 2 here
         ingest(s, report_bytes("cpu-triton-3.9.0.json"), candidate="first", scope="catalog")
         ingest(s, report_bytes("cpu-triton-3.8.0.json"), candidate="y", scope="catalog")
-    survey_matrix._CELLS.clear()
+    cells_mod._CELLS.clear()
     with a.session() as s:
         fresh = survey_matrix.matrix(s)
     with a.session() as s:

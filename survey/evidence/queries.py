@@ -116,7 +116,7 @@ def slots(s: Session, scope: str = "all", candidate: str | None = None, checks: 
     """Every (candidate, platform) with evidence, in catalog order then platform key;
     a candidate with no run at all gives one slot without a platform. ``checks=False``:
     the runs come without their checks, captures and libraries loaded (read them
-    through ``survey.verdicts.matrix.run_cells``). ``platform``: only that platform's
+    through ``survey.verdicts.cells.run_cells``). ``platform``: only that platform's
     slots; ``start``, ``size``: only those slots of the order (a page reads its own).
     Every slot of a scope is read once per Session (kept in ``Session.info``: a Session
     is one command or one request), whoever asks."""

@@ -21,7 +21,7 @@ from survey.core import errortext
 from survey.evidence import queries
 from survey.evidence.queries import iso, mode_from_label
 from survey.verdicts import summary
-from survey.verdicts.cells import _CELLS, Cells, row_part, run_cells  # noqa: F401  (the cache, read by tests)
+from survey.verdicts.cells import row_part, run_cells
 from survey.verdicts.rows import EMPTY
 
 
