@@ -290,7 +290,7 @@ class CaptureRow(Base):
     gpu_time_ns: Mapped[float | None] = mapped_column(Float, nullable=True)
     top_kernel: Mapped[str | None] = mapped_column(Text, nullable=True)
     top_kernel_time_ns: Mapped[float | None] = mapped_column(Float, nullable=True)
-    artifact_sha256: Mapped[str | None] = mapped_column(String(64), nullable=True)
+    artifact_sha256: Mapped[str | None] = mapped_column(Text, nullable=True)  # as the report says (any text)
     artifact_bytes: Mapped[int | None] = mapped_column(Integer, nullable=True)
 
 

@@ -134,7 +134,7 @@ def report_bytes(name: str) -> bytes:
 
 
 RUN_DIR = "PROTON_SURVEY_TEST_RUN"
-# the tiers whose tests share one heavy thing per process: each runs in one xdist worker
+# the tiers whose tests must not run at once: each test holds its tier's lock (_one_at_a_time)
 ONE_WORKER = ("fleet", "browser", "podman")
 
 
@@ -160,11 +160,21 @@ def pytest_unconfigure(config: pytest.Config) -> None:
 _own_run_dir = pytest.StashKey[str]()
 
 
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    for item in items:
-        for tier in ONE_WORKER:
-            if item.get_closest_marker(tier) is not None:
-                item.add_marker(pytest.mark.xdist_group(tier))
+@pytest.fixture(autouse=True)
+def _one_at_a_time(request: pytest.FixtureRequest) -> Iterator[None]:
+    """A test of a tier in ONE_WORKER holds that tier's run-wide lock while it runs, so two
+    never run at once in different workers (the podman tests watch every container of
+    theirs; two Ray clusters compete for the cores). A lock, not xdist's ``loadgroup``:
+    pytest 9 builds a node id from ``_id``, and xdist 3.8 still writes the group into
+    ``_nodeid``, so its groups are never formed."""
+    tiers = sorted(t for t in ONE_WORKER if request.node.get_closest_marker(t) is not None)
+    if not tiers or RUN_DIR not in os.environ:
+        yield
+        return
+    with contextlib.ExitStack() as held:
+        for tier in tiers:
+            held.enter_context(run_lock(tier))
+        yield
 
 
 @contextlib.contextmanager

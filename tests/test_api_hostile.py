@@ -34,6 +34,7 @@ import uvicorn
 from sqlalchemy import event
 
 from api.app import create_app
+from db import models as m
 from db.store import Store
 from probes import outcomes as O
 from survey.evidence import queries
@@ -931,15 +932,15 @@ def test_a_page_offset_past_any_store_is_refused_not_a_500(store: Store, make_cl
     assert c.get("/matrix.json?_next=1000000000000").json()["rows"] == []  # past the end: an empty page
 
 
-def test_an_artifact_hash_that_is_not_a_sha256_is_refused_not_a_500(store: Store, make_client: Any) -> None:
-    # the column holds 64 characters: a longer one was "value too long" on PostgreSQL, a 500
+def test_an_artifact_digest_of_any_length_is_stored_as_the_report_says(store: Store, make_client: Any) -> None:
+    # the report schema allows any string there: a 64-character column refused a longer one on
+    # PostgreSQL ("value too long", a 500; found by schemathesis)
     c = make_client(store, token=TOKEN)
     data = json.loads(report_bytes("h200-sm90-triton-3.6.0-schema3.json"))
     cap = next(i for i, x in enumerate(data["captures"]) if x.get("artifact"))
-    for bad in ("0" * 65, "ab\u0000cd", "A" * 64):
-        data["captures"][cap]["artifact"]["sha256"] = bad
-        err = assert_error(c.upload(json.dumps(data).encode(), params={"candidate": "h"}), 422, "invalid_report",
-                           f"captures[{cap}].artifact.sha256")
-        assert "64 hexadecimal digits" in err["message"]
+    data["captures"][cap]["artifact"]["sha256"] = "0" * 65
+    up = c.upload(json.dumps(data).encode(), params={"candidate": "h"})
+    assert up.status_code == 201, up.text
     with store.session() as s:
-        assert queries.candidates(s) == []
+        run = s.get(m.Run, up.json()["run_id"])
+        assert run is not None and "0" * 65 in [x.artifact_sha256 for x in run.captures]

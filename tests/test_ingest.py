@@ -283,13 +283,13 @@ def test_nul_is_kept_in_the_report_and_shown_as_a_symbol_in_columns(store) -> No
 def test_nul_anywhere_in_a_report_is_stored_and_shown(store) -> None:
     """Every text column takes NUL as U+2400 (db.models.String), on PostgreSQL too,
     which refuses NUL in text and in comparisons (schemathesis: the Triton version,
-    a platform's model; a capture's artifact digest, which is now refused unless it is
-    a sha256: tests/test_api_hostile.py)."""
+    a platform's model, a capture's artifact digest)."""
     def edit(d: dict) -> None:
         d["environment"]["triton"]["version"] = "3.9\u0000"
         d["probe"]["version"] = "2.0\u0000"
         d["platform"] = {**h200["platform"], "key": "nvidia:sm_90:H\u0000200", "model": "H\u0000200"}
-        d["captures"] = [{**h200["captures"][0], "backend": "cu\u0000pti", "top_kernel": "k\u0000"}]
+        d["captures"] = [{**h200["captures"][0], "backend": "cu\u0000pti", "top_kernel": "k\u0000",
+                          "artifact": {**h200["captures"][0]["artifact"], "sha256": "ab\u0000cd"}}]
 
     h200 = json.loads(report_bytes("h200-sm90-triton-3.6.0.json"))
     raw = _edited(edit)
@@ -299,7 +299,7 @@ def test_nul_anywhere_in_a_report_is_stored_and_shown(store) -> None:
         run = s.get(m.Run, res.run_id)
         assert run.triton_version == "3.9\u2400" and run.probe_version == "2.0\u2400"
         assert run.platform.key == "nvidia:sm_90:H\u2400200"
-        assert run.captures[0].backend == "cu\u2400pti" and run.captures[0].top_kernel == "k\u2400"
+        assert run.captures[0].backend == "cu\u2400pti" and run.captures[0].artifact_sha256 == "ab\u2400cd"
     with store.session() as s:  # the same report again is found, NUL and all: stored once
         again = ingest(s, raw, source="upload")
     assert again.run_id == res.run_id and not again.created

@@ -161,16 +161,28 @@ def test_runs_that_disagree_make_a_check_unstable_for_good(tmp_path: Path) -> No
 
 
 @pytest.mark.integration
-def test_real_371_surveyed_twice_gives_the_same_table(tmp_path: Path) -> None:
+def test_real_371_surveyed_twice_moves_only_towards_unstable(tmp_path: Path) -> None:
+    """Real 3.7.1's `periodic_flushing` start is undefined behaviour: a survey's attempts may
+    all crash, or all fail otherwise, by chance (its cells then say "crashed" or
+    "unrecognised error"; on this machine about half the surveys do), and a survey that sees
+    them disagree makes them "unstable across attempts" for good. So a second survey of the
+    unchanged environment leaves the table as it was, but for that one move, which the rule
+    allows and nothing else."""
     cat = tmp_path / "catalog.toml"
     cat.write_text('[[candidate]]\nname = "triton-3.7.1"\nlabel = "Triton 3.7.1"\npip = "triton==3.7.1"\n')
     db = f"sqlite:///{tmp_path / 's.db'}"
-    page = tmp_path / "page.md"
-    page.write_text(PAGE)
-    run(db, cat, "--force")
-    assert survey_cli("table", "--write", str(page), "--columns", "+roctracer,+cupti", "--db", db).returncode == 0
-    run(db, cat, "--force")
-    r = survey_cli("table", "--check", str(page), "--columns", "+roctracer,+cupti", "--db", db)
-    assert r.returncode == 0, r.stdout
+    tables = []
+    for _survey in range(2):
+        run(db, cat, "--force")
+        r = survey_cli("table", "--columns", "+roctracer,+cupti", "--db", db)
+        assert r.returncode == 0, r
+        tables.append(r.stdout)
+    first, second = tables
+    cell = re.compile(r"`periodic_flushing`: ([^|;²]*?)(?= ²| \||;)")
+    before, after = cell.findall(first), cell.findall(second)
+    assert len(before) == len(after) == 2, (first, second)  # roctracer's and cupti's
+    for was, now in zip(before, after, strict=True):
+        assert now in (was, "unstable across attempts"), (was, now)  # the one move the rule allows
+    assert cell.sub("`periodic_flushing`: …", second) == cell.sub("`periodic_flushing`: …", first)
     d = survey_cli("diff", "run:1", "run:2", "--db", db)
     assert d.returncode == 0 and "None" not in d.stdout, d

@@ -1,4 +1,7 @@
-"""cells: each slot's published checks, kept by the writer
+"""cells: each slot's published checks, kept by the writer; a capture's artifact digest as text
+
+``capture_results.artifact_sha256`` becomes text: the report schema allows any string
+there, which a 64-character column refused on PostgreSQL.
 
 One row per published check of a slot's latest complete run (``db.models.Cell``),
 written by ``survey.verdicts.summary`` in the transaction that adds runs, so a
@@ -53,9 +56,15 @@ def upgrade() -> None:
     )
     op.create_index("ix_cells_slot", "cells", ["slot_id", "ord"], unique=False)
     op.create_index("ix_cells_backend", "cells", ["backend", "mode", "slot_id"], unique=False)
+    with op.batch_alter_table("capture_results") as batch_op:
+        batch_op.alter_column("artifact_sha256", type_=sa.Text(), existing_type=sa.String(length=64),
+                              existing_nullable=True)
 
 
 def downgrade() -> None:
+    with op.batch_alter_table("capture_results") as batch_op:
+        batch_op.alter_column("artifact_sha256", type_=sa.String(length=64), existing_type=sa.Text(),
+                              existing_nullable=True)
     op.drop_index("ix_cells_backend", table_name="cells")
     op.drop_index("ix_cells_slot", table_name="cells")
     op.drop_table("cells")
