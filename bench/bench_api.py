@@ -239,8 +239,6 @@ def main():
         ours = Server("survey", [sys.executable, "-m", "survey", "serve", "--db", f"sqlite:///{db}",
                                  "--port", str(p_ours), "--workers", str(args.workers)],
                      f"http://127.0.0.1:{p_ours}/healthz", work)
-        ds = Server("datasette", [datasette, "serve", db, "-p", str(p_ds), "-m", meta],
-                    f"http://127.0.0.1:{p_ds}/-/versions.json", work)
 
         with ours:  # a page of ours (at most 100 slots); datasette is asked for as many rows
             ours_n = json.loads(get(ours_url)[2])["count"]

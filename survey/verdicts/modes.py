@@ -122,7 +122,7 @@ _PUBLISHED = "proton-survey.verdicts.published"
 
 def remember(s: Session, run_id: int, verdicts: list[ModeVerdict]) -> None:
     """Give :func:`published_verdicts` the run's verdicts as a reader already has them
-    (``survey.verdicts.summary``: from the stored cells), for this Session."""
+    (``survey.verdicts.summary``: from the stored cells), for this database session."""
     s.info.setdefault(_PUBLISHED, {})[run_id] = verdicts
     s.info.get(_BY_CHECK, {}).pop(run_id, None)
 
@@ -132,7 +132,7 @@ _BY_CHECK = "proton-survey.verdicts.published-by-check"
 
 def published_checks(run: m.Run) -> dict[tuple[str, str | None], ModeVerdict]:
     """(backend, mode) -> the run's published verdict (the first of :func:`published_verdicts`
-    for it), kept for the Session as they are."""
+    for it), kept for the database session as they are."""
     s = object_session(run)
     memo: dict[int, dict[tuple[str, str | None], ModeVerdict]] = s.info.setdefault(_BY_CHECK, {}) \
         if s is not None else {}

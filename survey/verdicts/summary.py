@@ -123,10 +123,10 @@ def matching(backend: str | None = None, mode: str | None = None, outcome: str |
     return exists().where(m.Cell.slot_id == m.Slot.id, *conds) if conds else None
 
 
-def refresh(s: Session, slot_ids: list[int]) -> dict[int, list[dict[str, Any]]]:
+def refresh(s: Session, slot_ids: list[int]) -> dict[int, tuple[int, list[dict[str, Any]]]]:
     """Work the cells of these slots out again and store them (no commit); slot id ->
-    its cells."""
-    out: dict[int, list[dict[str, Any]]] = {}
+    (its latest complete run, its cells), for the slots that have one."""
+    out: dict[int, tuple[int, list[dict[str, Any]]]] = {}
     for first in range(0, len(slot_ids), CHUNK):
         ids = slot_ids[first:first + CHUNK]
         s.execute(delete(m.Cell).where(m.Cell.slot_id.in_(ids)))
@@ -138,7 +138,7 @@ def refresh(s: Session, slot_ids: list[int]) -> dict[int, list[dict[str, Any]]]:
                 for sid, rid in slot_runs.items() for i, c in enumerate(worked[rid])]
         if rows:
             s.execute(insert(m.Cell), rows)
-        out.update((sid, worked[rid]) for sid, rid in slot_runs.items())
+        out.update((sid, (rid, worked[rid])) for sid, rid in slot_runs.items())
     return out
 
 
@@ -218,14 +218,12 @@ def _after_write(s: Session, runs: list[m.Run]) -> None:
     environment's slots worked out again."""
     own = refresh(s, _own_slots(s, runs))
     complete = {r.id: r for r in runs if r.status == "complete"}
-    slot_run: dict[int, int] = {sid: rid for sid, rid in s.execute(
-        select(m.Slot.id, m.Slot.complete_run_id).where(m.Slot.id.in_(list(own)))) if rid is not None} if own else {}
-    moving = [complete[slot_run[sid]] for sid, cells in own.items() if _unsettled(cells) and slot_run.get(sid)
-              in complete]
+    shown = {rid for rid, _ in own.values()}
+    moving = [complete[rid] for rid, cells in own.values() if _unsettled(cells) and rid in complete]
     # a run that no slot shows (its slot's next run came in the same write) still counts in its
     # environment's pool: whether it unsettled a check there is not worked out, so its
     # environment's slots are
-    moving += [r for rid, r in complete.items() if rid not in slot_run.values()]
+    moving += [r for rid, r in complete.items() if rid not in shown]
     if moving:
         refresh(s, [sid for sid in _shared(s, moving) if sid not in own])
 
