@@ -1,0 +1,66 @@
+"""tests/run.sh, the command CI runs: what it does once every tier has passed.
+
+Its exit status is the contract CI reads (0 when every tier passed). The clean-up it runs on
+exit stops the background jobs that made the images and venvs; by then they have ended, so
+stopping them fails — under ``set -e`` that failure must not become the script's status.
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import time
+from pathlib import Path
+
+RUN_SH = Path(__file__).resolve().parent / "run.sh"
+
+
+def _exit_trap() -> str:
+    """The clean-up tests/run.sh installs for EXIT, as written there."""
+    text = RUN_SH.read_text()
+    found = re.findall(r"^\s*trap (.+) EXIT\s*$", text, flags=re.MULTILINE)
+    assert len(found) == 1, "tests/run.sh installs one EXIT trap"
+    return found[0]
+
+
+def _run_with_trap(tmp_path: Path, jobs: str) -> subprocess.CompletedProcess[str]:
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    # run.sh's own options, its two background jobs and its clean-up, then its last line
+    script = f"""set -euo pipefail
+{jobs}
+logs={logs}
+trap {_exit_trap()} EXIT
+exit 0
+"""
+    return subprocess.run(["bash", "-c", script], capture_output=True, text=True, timeout=60)
+
+
+def test_every_tier_passed_exits_0_though_the_background_jobs_have_ended(tmp_path: Path) -> None:
+    ended = subprocess.Popen(["true"])
+    ended.wait()  # ended and reaped: no process has this pid now
+    gone = ended.pid
+    result = _run_with_trap(tmp_path, f"images={gone} venvs={gone}")
+    assert result.returncode == 0, result.stderr
+    assert not (tmp_path / "logs").exists()
+
+
+def _ends(pid: int) -> bool:
+    """Whether process ``pid`` ends (or is left a zombie) once sent SIGTERM: it may take a moment."""
+    stat = Path(f"/proc/{pid}/stat")
+    for _ in range(200):
+        try:
+            if stat.read_text().rsplit(")", 1)[1].split()[0] == "Z":
+                return True
+        except (FileNotFoundError, ProcessLookupError):
+            return True
+        time.sleep(0.05)
+    return False
+
+
+def test_the_clean_up_stops_background_jobs_still_running(tmp_path: Path) -> None:
+    result = _run_with_trap(tmp_path, "sleep 300 & images=$!\nsleep 300 & venvs=$!\necho $images $venvs >&2")
+    assert result.returncode == 0, result.stderr
+    for pid in (int(p) for p in result.stderr.split()[:2]):
+        assert _ends(pid), f"background job {pid} still running after the clean-up"
+    assert not (tmp_path / "logs").exists()
