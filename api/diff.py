@@ -16,7 +16,7 @@ from survey.core.errors import UnknownTarget
 from survey.evidence import queries
 from survey.verdicts import diff as survey_diff
 
-SECTIONS = ("environment", "modes", "libraries", "captures")
+SECTIONS = ("verdicts", "environment", "modes", "libraries", "captures")
 COLUMNS = ["section", "key", "a", "b"]
 REF_DOC = "a run (`12`, `#12`, `run:12`) or a candidate name (its latest complete run)"
 

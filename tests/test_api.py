@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import copy
 import csv
+import html
 import io
 import json
 import re
@@ -904,3 +905,29 @@ def test_one_candidate_is_one_candidate(store: Store, make_client: Any) -> None:
                kind="pip", position=0, scope="catalog")
     text = Text(make_client(store).get("/candidates").text).text
     assert "1 of 1 candidate" in text and "1 of 1 candidates" not in text
+
+
+def test_diff_says_each_verdict_as_the_matrix_does(client: Client, filled_store: Store) -> None:
+    """/diff says what changed in a cell's verdict here in /matrix's words and colours (the
+    vocabulary's), and colours nothing by a check's raw outcome. (Failed first: /diff had no
+    verdicts and painted its modes by outcome, `o-accepted` green where /matrix said `cannot run`.)"""
+    matrix = client.get("/matrix.json?_size=500").json()["rows"]
+    said = {(r["candidate"], f"{r['backend']}:{r['mode']}"): (vocabulary.say(r), r["here"]) for r in matrix}
+    want = []
+    for key in sorted({k for _, k in said}):
+        a, b = said.get(("triton-3.7.1", key)), said.get(("triton-3.8.0", key))
+        if a != b:
+            want.append({"key": key, "a": a[0] if a else None, "b": b[0] if b else None,
+                         "a_here": a[1] if a else None, "b_here": b[1] if b else None})
+    d = client.get("/diff.json?a=triton-3.7.1&b=triton-3.8.0").json()
+    assert d["verdicts"] == want and want  # rocprofiler: absent in 3.7.1, present in 3.8.0
+    page = client.get("/diff?a=triton-3.7.1&b=triton-3.8.0").text
+    assert 'class="o-' not in page
+    for change in want:
+        for side in ("a", "b"):
+            if change[side] is not None:
+                cls = f"c-{change[side + '_here']}"
+                assert f'<td class="{cls}">{html.escape(change[side], quote=False)}</td>' in page
+    csv_rows = list(csv.DictReader(io.StringIO(client.get("/diff.csv?a=triton-3.7.1&b=triton-3.8.0").text)))
+    assert [(r["key"], r["a"], r["b"]) for r in csv_rows if r["section"] == "verdicts"] == \
+        [(c["key"], c["a"] or "", c["b"] or "") for c in want]

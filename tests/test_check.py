@@ -184,6 +184,22 @@ def test_diff_between_candidates_and_runs(gpu_store) -> None:
     assert cli.returncode == exitcodes.INPUT and "no candidate named 'nosuch'" in cli.stderr
 
 
+def test_survey_diff_says_verdicts_in_the_matrix_words(gpu_store) -> None:  # type: ignore[no-untyped-def]
+    """survey diff starts with what changed in each cell's verdict here, in the words
+    /matrix and survey check use. (Failed first: only raw outcomes, `unknown_backend`.)"""
+    with gpu_store.session() as s:
+        d = survey_diff.diff_runs(queries.resolve_ref(s, "triton-3.7.1"), queries.resolve_ref(s, "triton-3.8.0"))
+    verdicts = {c["key"]: (c["a"], c["b"]) for c in d["verdicts"]}
+    assert verdicts["rocprofiler:none"] == (
+        "cannot run: no such backend in the build",
+        "cannot run: runtime library missing here; supported by the build (stub-derived)")
+    cli = survey_cli("diff", "triton-3.7.1", "triton-3.8.0", "--db", gpu_store.url)
+    assert cli.returncode == 1
+    assert cli.stdout.index("verdicts here") < cli.stdout.index("modes")
+    row = next(line for line in cli.stdout.splitlines() if "rocprofiler:none" in line)
+    assert "cannot run: no such" in row and "cannot run: runtime" in row
+
+
 def test_a_mistyped_platform_gets_a_did_you_mean(filled_store) -> None:  # type: ignore[no-untyped-def]
     """`--platform x86-64` (for x86_64) names the nearest part of a stored platform.
     (Failed first: only the list of keys.)"""

@@ -167,6 +167,7 @@ def diff_cmd(
     """What changed between two candidates, or two runs of one. Exit 0 the same, 1 they differ (like diff)."""
     output_json = wants_json(fmt, output_json)
     from survey.evidence import queries
+    from survey.verdicts import vocabulary
     from survey.verdicts.diff import diff_runs, text
 
     with open_store(db, create=False).session() as s:
@@ -185,22 +186,28 @@ def diff_cmd(
         absent = FIELD_ABSENT.get(key, "unknown")
         out.print(terminal(f"  {FIELD_WORDS.get(key, key)}: {_words(val['a'], absent)} -> {_words(val['b'], absent)}"),
                   markup=False)
-    for section in ("environment", "modes", "libraries", "captures"):
+    for section in ("verdicts", "environment", "modes", "libraries", "captures"):
         if d[section]:
-            t = Table(title=section, show_header=True)
+            t = Table(title=SECTION_TITLES.get(section, section), show_header=True)
             t.add_column("what")
             t.add_column("a")
             t.add_column("b")
             for c in d[section]:
-                t.add_row(rich_text(text(c["key"])), rich_text(_words(c["a"], SECTION_ABSENT[section])),
-                          rich_text(_words(c["b"], SECTION_ABSENT[section])))
+                cells = [rich_text(_words(c[side], SECTION_ABSENT[section])) for side in ("a", "b")]
+                if section == "verdicts":  # in the verdict's colour, as /matrix and survey check show it
+                    for side, cell in zip(("a", "b"), cells, strict=True):
+                        said = vocabulary.term(c[f"{side}_here"])
+                        if said is not None:
+                            cell.stylize(said.terminal)
+                t.add_row(rich_text(text(c["key"])), *cells)
             out.print(t)
     raise typer.Exit(code)
 
 
 # How `survey diff` says what one run has and the other has not (never Python's None or a list's repr).
-SECTION_ABSENT = {"environment": "not installed", "modes": "not checked", "libraries": "not looked up",
-                  "captures": "no capture"}
+SECTION_ABSENT = {"verdicts": "no such cell", "environment": "not installed", "modes": "not checked",
+                  "libraries": "not looked up", "captures": "no capture"}
+SECTION_TITLES = {"verdicts": "verdicts here"}
 FIELD_ABSENT = {"profilers": "not read", "cli_backends": "not read", "image_digest": "no image"}
 FIELD_WORDS = {"triton_version": "Triton", "profilers": "registry (get_available_profilers)",
                "cli_backends": "proton CLI -b choices", "image_digest": "image digest", "probe_version": "probe"}

@@ -12,10 +12,13 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from sqlalchemy.orm import object_session
+
 from db import models as m
 from probes import outcomes as O
 from survey.evidence.queries import iso, mode_label
-from survey.verdicts import stability
+from survey.verdicts import stability, vocabulary
+from survey.verdicts.cells import run_cells
 
 
 def text(value: Any) -> str:
@@ -38,6 +41,27 @@ def _unstable(r: m.Run) -> set[tuple[str, str | None, str]]:
     """(backend, mode, env) of the run's live checks published unstable: a stub rerun
     or a capture behind one ran only in the runs where it happened to fail or work."""
     return {(x.backend, x.mode, x.env) for x in stability.published_rows(r) if not x.stub and x.outcome == O.UNSTABLE}
+
+
+def _verdicts(a: m.Run, b: m.Run) -> list[dict[str, Any]]:
+    """Each (backend, mode) whose verdict here differs between the runs, in the words
+    /matrix says it with (``survey.verdicts.vocabulary``); ``a_here``/``b_here`` give
+    its colour."""
+    s = object_session(a)
+    assert s is not None, "a run read from the store"
+    cells = run_cells(s, [a, b] if a.id != b.id else [a])
+
+    def said(r: m.Run) -> dict[str, tuple[str, str]]:
+        return {f"{c['backend']}:{c['mode']}": (vocabulary.say(c), c["here"]) for c in cells[r.id]}
+
+    x, y = said(a), said(b)
+    out = []
+    for key in sorted(set(x) | set(y)):
+        va, vb = x.get(key), y.get(key)
+        if va != vb:
+            out.append({"key": key, "a": va[0] if va else None, "b": vb[0] if vb else None,
+                        "a_here": va[1] if va else None, "b_here": vb[1] if vb else None})
+    return out
 
 
 def diff_runs(a: m.Run, b: m.Run) -> dict[str, Any]:
@@ -68,16 +92,19 @@ def diff_runs(a: m.Run, b: m.Run) -> dict[str, Any]:
         fields["cli_backends"] = {"a": a.cli_backends, "b": b.cli_backends}
     ea = a.environment.resolved if a.environment else {}
     eb = b.environment.resolved if b.environment else {}
-    return {
-        "a": {"run_id": a.id, "candidate": a.candidate.name, "date": iso(a.finished_at)},
-        "b": {"run_id": b.id, "candidate": b.candidate.name, "date": iso(b.finished_at)},
-        "fields": fields,
+    sections = {
+        "verdicts": _verdicts(a, b),
         "environment": changes(_flat_env(ea), _flat_env(eb)),
         "modes": changes(modes(a), modes(b)),
         "libraries": changes(libs(a), libs(b)),
         "captures": changes(caps(a), caps(b)),
-        "same": not (fields or changes(modes(a), modes(b)) or changes(libs(a), libs(b))
-                     or changes(caps(a), caps(b))),
+    }
+    return {
+        "a": {"run_id": a.id, "candidate": a.candidate.name, "date": iso(a.finished_at)},
+        "b": {"run_id": b.id, "candidate": b.candidate.name, "date": iso(b.finished_at)},
+        "fields": fields,
+        **sections,
+        "same": not (fields or any(sections[k] for k in ("verdicts", "modes", "libraries", "captures"))),
     }
 
 
