@@ -324,6 +324,39 @@ def test_usage_errors(gpu_store: Store, args: list[str], code: int, words: str) 
     assert words in cli.stderr and "Traceback" not in cli.stderr
 
 
+PROBE = ("schema_version: 1\nmode: probe\ntrials: 1\nmitigation_axis: [none]\ndiagnostic_axis: [none]\n"
+         "collect:\n  proton: {backend: cupti}\n")
+
+
+@pytest.mark.parametrize("typo,code,words", [
+    (("mode: probe", "mode: prob"), exitcodes.INPUT, "mode must be triage or probe, got 'prob'; did you mean 'probe'?"),
+    (("{backend: cupti}", "{backend: cupti, backend_mode: pcsampeling}"), exitcodes.INPUT,
+     "backend_mode 'pcsampeling' is not accepted by backend cupti; did you mean 'pcsampling'?"),
+])
+def test_a_mistyped_recipe_value_gets_a_did_you_mean(gpu_store: Store, tmp_path: Path, typo: tuple[str, str],
+                                                     code: int, words: str) -> None:
+    """A recipe value one typo away from a valid one is named. (Failed first: the list only.)"""
+    recipe = write(tmp_path, "r.yaml", PROBE.replace(*typo))
+    cli = survey_cli("check", "h200", "--recipe", str(recipe), "--platform", "sm_90", "--db", gpu_store.url,
+                     "--", "python", "x.py")
+    assert cli.returncode == code, cli
+    assert words in cli.stderr and "Traceback" not in cli.stderr
+
+
+def test_a_mistyped_mitigation_or_environment_gets_a_did_you_mean(gpu_store: Store, tmp_path: Path) -> None:
+    """An axis value or environment name one typo from a registered one is named, and one
+    cell is "1 cell". (Failed first: no suggestion, and "1 cells".)"""
+    recipe = write(tmp_path, "r.yaml", PROBE.replace("diagnostic_axis: [none]", "diagnostic_axis: [nonee]"))
+    cli = survey_cli("check", "h200", "--recipe", str(recipe), "--platform", "sm_90", "--db", gpu_store.url,
+                     "--", "python", "x.py")
+    assert cli.returncode == exitcodes.NOT_ENOUGH_EVIDENCE, cli
+    assert "mitigation 'nonee' is not registered" in cli.stdout and "did you mean 'none'?" in cli.stdout
+    assert "\n1 cell: 0 will leave a profile, 1 without enough evidence (none-nonee)" in cli.stdout
+    cli = survey_cli("check", "--aorta-environment", "defualt", "--backend", "cupti", "--db", gpu_store.url)
+    assert cli.returncode == exitcodes.INPUT, cli
+    assert "'defualt' is not registered" in cli.stderr and "did you mean 'default'?" in cli.stderr
+
+
 # =========================================================================== survey run --aorta-environments (fast)
 def test_survey_run_takes_aorta_environments_as_candidates(store: Store, tmp_path: Path) -> None:
     """Our own venv with a fake triton on the baseline's PYTHONPATH: surveyed as

@@ -55,7 +55,7 @@ from survey.aorta.recipe import Cell, EnvironmentRef, ProtonConfig, Recipe, load
 from survey.aorta.targets import AortaTarget, survey_target
 from survey.aorta.workloads import Reach, collector_reach
 from survey.core import exitcodes
-from survey.core.errors import SurveyError, UnknownTarget
+from survey.core.errors import SurveyError, UnknownTarget, suggestion
 from survey.core.versions import release
 from survey.evidence import identity, queries
 from survey.evidence.queries import mode_label
@@ -383,9 +383,10 @@ def cell_link(recipe: Recipe, cell: Cell, registry: Registry) -> tuple[L.Link, d
         return L.Link("cell", L.NO, f"{what}: {ov.conflict}", "recipe_refused", "set each variable once",
                       model.MODEL, facts), ov.env
     if ov.unknown:
+        near = "".join(suggestion(name, sorted(registry.mitigations)) for name in ov.unknown[:1])
         return L.Link("cell", L.UNKNOWN, f"{what}: mitigation {', '.join(map(repr, ov.unknown))} is not registered "
-                                         f"in {registry.where()}, so the variables it sets are not known (aorta "
-                                         "refuses the recipe where it is not registered either)",
+                                         f"in {registry.where()}{near}, so the variables it sets are not known "
+                                         "(aorta refuses the recipe where it is not registered either)",
                       "mitigation_unresolved", "give the sidecar file that declares it with --aorta-environments "
                                                "FILE (aorta: --mitigations-file)", model.MODEL, facts), ov.env
     sets = ", ".join(f"{k}={v!r}" for k, v in ov.env.items())
@@ -536,7 +537,8 @@ def _unresolved_cell(ref: EnvironmentRef | None, registry: Mapping[str, AortaEnv
     where = ("aorta's built-ins" + (f", the aorta.environments entry points of {aorta_py}" if aorta_py
                                     else " (no `aorta` on PATH, so no entry points were read)")
              + (", " + ", ".join(map(str, files)) if files else ""))
-    return (f"environment {ref.name!r} is not registered in {where} (known: {known}); give the sidecar file that "
+    return (f"environment {ref.name!r} is not registered in {where}{suggestion(ref.name, sorted(registry))} "
+            f"(known: {known}); give the sidecar file that "
             "declares it with --aorta-environments FILE, or TARGET")
 
 
@@ -732,7 +734,7 @@ def aorta_target(registry: Mapping[str, AortaEnvironment], name: str, *, engine:
     """The environment ``--aorta-environment NAME`` names; refused (exit 65) when
     unknown or of a kind that cannot be launched."""
     if name not in registry:
-        raise UnknownTarget(f"aorta environment {name!r} is not registered "
+        raise UnknownTarget(f"aorta environment {name!r} is not registered{suggestion(name, sorted(registry))} "
                             f"(known: {', '.join(sorted(registry))})",
                             hint="give the sidecar file that declares it with --aorta-environments FILE")
     at = AortaTarget(registry[name], engine=engine, pull=pull)
@@ -793,7 +795,7 @@ def render(cells: list[CellCheck]) -> list[tuple[str | None, str]]:
     unknown = [c.cell for c in cells if c.exit_code == exitcodes.NOT_ENOUGH_EVIDENCE]
     conditional = [c.cell for c in cells if c.exit_code == exitcodes.CONDITIONAL]
     runs = [c.cell for c in cells if c.result is not None and c.exit_code == exitcodes.OK]
-    parts = [f"{len(cells)} cells: {len(runs)} will leave a profile"]
+    parts = [f"{len(cells)} cell{'' if len(cells) == 1 else 's'}: {len(runs)} will leave a profile"]
     if cannot:
         parts.append(f"{len(cannot)} will not ({', '.join(cannot)})")
     if unknown:

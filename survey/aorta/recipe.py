@@ -58,7 +58,7 @@ import yaml
 
 from survey.aorta.environments import AortaEnvironment, check_env_mapping
 from survey.aorta.model import NAME
-from survey.core.errors import RecipeError, did_you_mean
+from survey.core.errors import RecipeError, did_you_mean, suggestion
 from survey.core.textfile import read_text
 
 COLLECTORS = ("rocprof", "proton", "numerics", "layer_numerics", "amd_log")
@@ -240,7 +240,8 @@ def _proton(ctx: _Ctx, where: str, prefix: str, raw: Any) -> ProtonConfig:
         if bmode not in allowed:
             only = (f" ({backend} accepts only {allowed[0]})" if len(allowed) == 1
                     else f" (one of {', '.join(allowed)})")
-            raise ctx.fail(where, f"{prefix}.backend_mode {bmode!r} is not accepted by backend {backend}{only}",
+            raise ctx.fail(where, f"{prefix}.backend_mode {bmode!r} is not accepted by backend {backend}"
+                           f"{suggestion(bmode, list(allowed))}{only}",
                            f"{prefix}.backend_mode")
     mode: Optional[str]
     key: Optional[str]
@@ -297,7 +298,8 @@ def _environment(ctx: _Ctx, where: str, prefix: str, raw: Any,
                  environments: Optional[Mapping[str, AortaEnvironment]]) -> EnvironmentRef:
     if isinstance(raw, str):
         if environments is not None and raw not in environments:
-            raise ctx.fail(where, f"environment {raw!r} is not registered (known: {', '.join(sorted(environments))})",
+            raise ctx.fail(where, f"environment {raw!r} is not registered{suggestion(raw, sorted(environments))} "
+                           f"(known: {', '.join(sorted(environments))})",
                            prefix)
         return EnvironmentRef(name=raw)
     if not isinstance(raw, dict):
@@ -417,7 +419,8 @@ def parse_recipe(data: Any, source: str = "recipe",
         raise ctx.fail("", f"the top level must be a mapping, got {type(data).__name__}", "")
     mode = data.get("mode", "triage")
     if mode not in ("triage", "probe"):
-        raise ctx.fail("", f"mode must be triage or probe, got {mode!r}"[:300], "mode")
+        raise ctx.fail("", f"mode must be triage or probe, got {mode!r}"[:300] + suggestion(mode, ("triage", "probe")),
+                       "mode")
     if mode == "probe":
         shape, cells = "probe", _probe(ctx, data, environments)
     elif "cells" in data:

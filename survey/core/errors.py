@@ -56,6 +56,12 @@ def did_you_mean(value: str, choices: tuple[str, ...] | list[str]) -> str:
     return f"did you mean {near!r}? " if near is not None else ""
 
 
+def suggestion(value: object, choices: tuple[str, ...] | list[str]) -> str:
+    """``"; did you mean 'x'?"`` or ``""``: to follow a refusal of ``value``."""
+    near = nearest(value, choices) if isinstance(value, str) else None
+    return f"; did you mean {near!r}?" if near is not None else ""
+
+
 def choose(value: str, choices: tuple[str, ...] | list[str], what: str, where: str | None = None) -> str:
     """``value`` if it is one of ``choices``, else a usage error that suggests the nearest
     (``where``: what was typed, when ``value`` is a part of it: ``--only cuptii:pcsampling``)."""
