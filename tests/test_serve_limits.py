@@ -9,6 +9,7 @@ connections past ``--max-connections`` are answered 503 and closed, and killing 
 from __future__ import annotations
 
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -187,3 +188,17 @@ def test_an_in_memory_store_serves_what_is_uploaded_to_it(tmp_path: Path, monkey
         assert {r["candidate"] for r in rows} == {"mem"} and len(rows) == 14
     finally:
         srv.stop()
+
+
+def test_each_request_is_logged_with_its_status(served: Served) -> None:
+    """survey serve says each request it answers on its standard error: the client, the
+    method and path, and the status."""
+    import httpx
+
+    base = f"http://127.0.0.1:{served.port}"
+    assert httpx.get(f"{base}/matrix.json?backend=cupti", timeout=30).status_code == 200
+    assert httpx.get(f"{base}/no-such-page", timeout=30).status_code == 404
+    log = served.log.read_text()
+    assert re.search(r'127\.0\.0\.1:\d+ - "GET /matrix\.json\?backend=cupti HTTP/1\.1" 200', log), log
+    assert re.search(r'127\.0\.0\.1:\d+ - "GET /no-such-page HTTP/1\.1" 404', log), log
+    assert "Traceback" not in log
