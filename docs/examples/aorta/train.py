@@ -1,0 +1,2 @@
+"""A stand-in for the workload a probe recipe's cells run (`-- python train.py`)."""
+print("training")
