@@ -128,6 +128,14 @@ def code_spans(text: Any) -> Markup:
     return Markup(inline_html("" if text is None else str(text)))  # inline_html escapes all of it
 
 
+def label(text: Any) -> Markup:
+    """A candidate's label as code_spans gives it, that may wrap between its tokens
+    (``python:/<wbr>opt/<wbr>venv``) and nowhere else."""
+    from survey.render.escape import inline_html
+
+    return Markup(inline_html("" if text is None else str(text), breaks=True))
+
+
 def yesno(value: Any) -> str:
     return {True: "yes", False: "no", None: "—"}.get(value, str(value))
 
@@ -144,7 +152,7 @@ def env(undefined: type[Undefined] = Undefined) -> Environment:
     e = Environment(loader=FileSystemLoader(str(TEMPLATES)), autoescape=True, undefined=undefined,
                     trim_blocks=True, lstrip_blocks=True, auto_reload=False, finalize=shown)
     e.filters.update(q=q, outcome_class=outcome_class, day=day, mode_text=mode_text, mode_label=mode_label,
-                     pretty=pretty, yesno=yesno, code=code_spans, here_class=here_class,
+                     pretty=pretty, yesno=yesno, code=code_spans, label=label, here_class=here_class,
                      here_mark=here_mark, here_words=here_words, cell_words=cell_words, cause_words=cause_words,
                      build_words=build_words, wbr=wbr, mode_short=mode_short, diff_text=diff_text)
     e.globals.update(qs=qs, anchor=anchor, capture_anchor=capture_anchor, OUTCOMES=O.OUTCOMES, BACKENDS=O.BACKENDS,

@@ -931,3 +931,16 @@ def test_diff_says_each_verdict_as_the_matrix_does(client: Client, filled_store:
     csv_rows = list(csv.DictReader(io.StringIO(client.get("/diff.csv?a=triton-3.7.1&b=triton-3.8.0").text)))
     assert [(r["key"], r["a"], r["b"]) for r in csv_rows if r["section"] == "verdicts"] == \
         [(c["key"], c["a"] or "", c["b"] or "") for c in want]
+
+
+@pytest.mark.parametrize("label,shown", [
+    ("python:/opt/venv/bin/python3", "python:/<wbr>opt/<wbr>venv/<wbr>bin/<wbr>python3"),
+    ("h200.triton-3.6.0", "h200.<wbr>triton-3.6.0"),  # a version stays whole
+    ("PyPI `triton` 3.8.0", "PyPI <code>triton</code> 3.8.0"),
+    ("<b>/x</b>&amp;", "&lt;b&gt;/<wbr>x&lt;/<wbr>b&gt;&amp;amp;"),  # evidence stays text around the breaks
+])
+def test_a_label_may_wrap_only_between_its_tokens(label: str, shown: str) -> None:
+    from survey.render.escape import inline_html
+
+    assert inline_html(label, breaks=True) == shown
+    assert inline_html(label).replace("<wbr>", "") == inline_html(label)

@@ -151,9 +151,21 @@ def html(text: str) -> str:
     return html_mod.escape(html_text(text))
 
 
-def inline_html(text: str) -> str:
-    """Our words with `code` spans as <code>, the evidence in them shown, never markup."""
-    return "".join(element("code", html(part)) if code else html(part) for part, code in code_spans(text))
+def inline_html(text: str, *, breaks: bool = False) -> str:
+    """Our words with `code` spans as <code>, the evidence in them shown, never markup.
+    ``breaks``: a line may also end after a token's separator (``/``, ``:``, ``_``, ``@``;
+    ``.`` and ``-`` before a letter: ``python:/opt/venv/bin/python3``), never inside a
+    token or a version."""
+    def shown(part: str) -> str:
+        out = html(part)
+        return _TOKEN_END.sub(lambda m: m.group() + "<wbr>", out) if breaks else out
+
+    return "".join(element("code", shown(part)) if code else shown(part) for part, code in code_spans(text))
+
+
+# after / : _ @ before anything but another separator; after . - before a letter (3.8.0 stays whole).
+# html() has escaped & < > " ' by then, and no entity it writes holds one of these characters.
+_TOKEN_END = re.compile(r"([/:_@])(?=[^\s/:_.@-])|([.-])(?=[^\W\d_])")
 
 
 def element(tag: str, inner: str = "", **attrs: str | int) -> str:
