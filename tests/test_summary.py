@@ -56,7 +56,7 @@ def assert_kept(store: Store) -> None:
         live = {sl.id: published_verdicts(sl.complete) for sl in slots}  # type: ignore[arg-type]
     with store.session() as s:
         slots = [sl for sl in queries.slots(s, "all", checks=False) if sl.complete is not None]
-        assert summary.use_stored_verdicts(s, slots)
+        assert summary.use_stored_verdicts(s, slots) is not None
         assert {sl.id: published_verdicts(sl.complete) for sl in slots} == live  # type: ignore[arg-type]
 
 

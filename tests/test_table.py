@@ -29,6 +29,7 @@ from survey.render import table as table_mod
 from survey.verdicts import cells as cells_mod
 from survey.verdicts import matrix as survey_matrix
 from survey.verdicts import rows as matrix_schema
+from survey.verdicts import vocabulary
 from tests.conftest import report_bytes, survey_cli
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -82,7 +83,14 @@ def test_cells_read_like_the_reference_page(filled_store: Store) -> None:
         "`periodic_flushing` only — `pcsampling` refused: built without PC sampling support"
     # both answered through the stub library: one caveat, one footnote
     assert r38["rocprofiler"].note == r39["rocprofiler"].note
-    assert r38["rocprofiler"].note.startswith("stub-derived, not a live result: `librocprofiler-sdk.so` did not load")
+    # the footnote says both facts of each stub-derived mode in /matrix's words (one vocabulary)
+    with filled_store.session() as s:
+        matrix = {(r["candidate"], r["mode"]): r for r in survey_matrix.matrix(s) if r["backend"] == "rocprofiler"}
+    for name in ("triton-3.8.0", "triton-3.9.0"):
+        for mode in ("pcsampling", "periodic_flushing"):
+            assert f"`{mode}`: {vocabulary.say(matrix[name, mode])}" in r38["rocprofiler"].note, (name, mode)
+    assert "cannot run: runtime library missing here; supported by the build (stub-derived)" in r38["rocprofiler"].note
+    assert "`librocprofiler-sdk.so` did not load here" in r38["rocprofiler"].note
     assert re.fullmatch(r"run #\d+, 2026-12-02, host vm", r38["source"].note or "")
 
 

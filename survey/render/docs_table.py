@@ -52,8 +52,9 @@ from survey.evidence.queries import iso
 from survey.render import escape
 from survey.render.table import pipe_table
 from survey.verdicts import documented as documented_mod
-from survey.verdicts import since, stability, summary
+from survey.verdicts import since, stability, summary, vocabulary
 from survey.verdicts.modes import BACKEND_ORDER, MODE_ORDER, Acceptance, ModeVerdict, published_verdicts
+from survey.verdicts.verdict import runs_here
 
 # column key -> header, in the order `--columns` lists them
 HEADERS = {
@@ -133,8 +134,13 @@ def _refusal(vs: list[ModeVerdict]) -> list[str]:
     return out
 
 
-def modes_cell(run: m.Run, backend: str) -> tuple[str, str | None]:
-    """The "`<backend>` modes" cell and its caveat (stub-derived), if any."""
+Here = dict[tuple[str, str | None], tuple[str, str | None]]  # (backend, mode) -> its verdict here and cause
+
+
+def modes_cell(run: m.Run, backend: str, here: Here | None = None) -> tuple[str, str | None]:
+    """The "`<backend>` modes" cell and its caveat (stub-derived), if any. ``here``: each
+    (backend, mode)'s verdict here as the stored cells hold it (else worked out from
+    ``run``: ``survey.verdicts.verdict.runs_here``)."""
     vs = {v.mode: v for v in published_verdicts(run) if v.backend == backend}
     if not vs:
         return "not measured", None
@@ -164,9 +170,15 @@ def modes_cell(run: m.Run, backend: str) -> tuple[str, str | None]:
     stubbed = [v for v in used if v.source == "stub"]
     note = None
     if stubbed:
+        # both facts of each such mode, in the words /matrix and survey check use
+        said = []
+        for v in stubbed:
+            verdict, cause = here[backend, v.mode] if here is not None else runs_here(run, backend, v.mode, v)
+            said.append(f"{_mode_name(v.mode)}: " + vocabulary.say({"here": verdict, "cause": cause,
+                                                                   "verdict": v.verdict, "verdict_source": v.source}))
         libs = sorted({v.library for v in stubbed if v.library})
-        note = (f"stub-derived, not a live result: {_tick(libs) or 'its library'} did not load here before the mode "
-                "was looked at, so the mode was asked of a stub library (`probes/stubs/`)")
+        note = (". ".join(said) + f". Stub-derived, not a live result: {_tick(libs) or 'its library'} did not load "
+                "here before the mode was looked at, so the mode was asked of a stub library (`probes/stubs/`)")
     return text, note
 
 
@@ -288,7 +300,7 @@ class DocsTable:
         return to_html(self)
 
 
-def _slot_cells(slot: queries.Slot, keys: list[str], platforms_shown: bool) -> _SlotCells:
+def _slot_cells(slot: queries.Slot, keys: list[str], platforms_shown: bool, here: Here | None = None) -> _SlotCells:
     run = slot.complete
     plabel = slot.platform_label if slot.platform is not None else None
     cells: dict[str, Cell] = {}
@@ -302,7 +314,7 @@ def _slot_cells(slot: queries.Slot, keys: list[str], platforms_shown: bool) -> _
         elif k == "choices":
             cells[k] = Cell(_tick(run.cli_backends) if run.cli_backends else NONE)
         elif k in O.BACKENDS:
-            text, note = modes_cell(run, k)
+            text, note = modes_cell(run, k, here)
             cells[k] = Cell(text, note)
         elif k == "capture":
             cells[k] = Cell(capture_cell(run))
@@ -355,9 +367,11 @@ def build(s: Session, scope: str = "catalog", columns: list[str] | None = None,
     keys (default: the reference page's four); a column with nothing to show is left
     out, unless it is in ``keep`` (asked for by name)."""
     keys = list(columns or DEFAULT_KEYS)
+    here: dict[int | None, Here] = {}  # slot id -> its verdicts here, from the stored cells
     if summary.current(s):  # the published verdicts from the stored cells: the runs' checks are not read
         slots = queries.slots(s, scope, checks=False)
-        summary.use_stored_verdicts(s, slots)
+        for slot_id, cells in (summary.use_stored_verdicts(s, slots) or {}).items():
+            here[slot_id] = {(c["backend"], c["mode_arg"]): (c["here"], c["cause"]) for c in cells}
     else:
         slots = queries.slots(s, scope)
         stability.pooled(s, [sl.complete for sl in slots if sl.complete is not None])  # all in two queries
@@ -373,7 +387,7 @@ def build(s: Session, scope: str = "catalog", columns: list[str] | None = None,
     choices_of: list[list[str] | None] = []
     for name, group in by_candidate.items():
         cand = group[0].candidate
-        per = [_slot_cells(sl, cell_keys, many_platforms) for sl in group]
+        per = [_slot_cells(sl, cell_keys, many_platforms, here.get(sl.id) if here else None) for sl in group]
         same = all(p.cells == per[0].cells for p in per[1:])
         parts = [per] if same else [[p] for p in per]
         conflict = any(c["status"] == "conflicts" for c in claims if c["candidate"] == name)

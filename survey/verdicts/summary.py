@@ -87,14 +87,15 @@ def stored_cells(s: Session, slot_ids: Iterable[int]) -> dict[int, list[dict[str
     return out
 
 
-def use_stored_verdicts(s: Session, slots: list[queries.Slot]) -> bool:
+def use_stored_verdicts(s: Session, slots: list[queries.Slot]) -> dict[int, list[dict[str, Any]]] | None:
     """While the cells are current: the published verdicts of the slots' latest complete
     runs from the stored cells (where ``survey.verdicts.modes.published_verdicts`` finds
     them) and those runs' captures, in a few queries whatever the number of slots - so
-    a reader that needs only these never loads the runs' checks. False (nothing done)
-    when the cells are not current."""
+    a reader that needs only these never loads the runs' checks. Returns the cells, by
+    slot id (each with its verdict here: ``here``, ``cause``); None (nothing done) when
+    the cells are not current."""
     if not current(s):
-        return False
+        return None
     measured = [sl for sl in slots if sl.complete is not None and sl.id is not None]
     stored = stored_cells(s, [sl.id for sl in measured])  # type: ignore[misc]
     for sl in measured:
@@ -103,7 +104,7 @@ def use_stored_verdicts(s: Session, slots: list[queries.Slot]) -> bool:
     for first in range(0, len(ids), CHUNK):  # the slots hold these runs: their captures stay loaded
         s.scalars(select(m.Run).where(m.Run.id.in_(ids[first:first + CHUNK]))
                   .options(selectinload(m.Run.captures))).all()
-    return True
+    return stored
 
 
 def matching(backend: str | None = None, mode: str | None = None, outcome: str | None = None,
