@@ -509,8 +509,15 @@ def documented_status(c: dict[str, Any]) -> str:
     return f"{word}: " + "; ".join(seen)
 
 
+NO_EVIDENCE = ("No evidence stored for these candidates yet: `survey run` surveys the catalog's, and `survey ingest "
+               "REPORT --candidate NAME` files a report from elsewhere.")
+
+
 def to_markdown(table: DocsTable) -> str:
-    out = [pipe_table(table.columns, [[table.cell_md(r[k]) for k in table.keys] for r in table.rows], code=True)]
+    if table.rows:
+        out = [pipe_table(table.columns, [[table.cell_md(r[k]) for k in table.keys] for r in table.rows], code=True)]
+    else:  # a table of no row would be a bare header
+        out = ["\n".join(_wrap(NO_EVIDENCE, "", "")) + "\n"]
     if table.notes:
         lines = []
         for i, note in enumerate(table.notes, 1):
