@@ -84,3 +84,28 @@ def test_analysis_md_examples_run_as_shipped(tmp_path: Path) -> None:
                            capture_output=True, text=True, timeout=300)
         assert r.returncode == 0, (line, r.stderr)
         assert (tmp_path / argv[argv.index("-o") + 1]).stat().st_size > 0, line
+
+
+def test_fleet_md_examples_hold_as_shipped(tmp_path: Path) -> None:
+    """docs/fleet.md: its catalog (fleet.toml) loads as written, and `survey platform
+    --address HEAD:6379` prints the platform and the `ray start` line of the shape the page
+    shows. (The cluster itself is the fleet tier's: tests/test_fleet.py.)"""
+    from survey.environments import catalog
+
+    page = (ROOT / "docs" / "fleet.md").read_text(encoding="utf-8")
+    toml = re.search(r"```toml\n(.*?)```", page, flags=re.DOTALL)
+    assert toml is not None
+    (tmp_path / "fleet.toml").write_text(toml.group(1))
+    loaded = catalog.load(tmp_path / "fleet.toml")
+    assert loaded.names() == ["triton-3.9.0"] and loaded.candidate[0].platforms == ["sm_90", "gfx942"]
+    assert "survey platform --address HEAD:6379" in doc_commands(ROOT / "docs" / "fleet.md")
+    r = subprocess.run([sys.executable, "-m", "survey", "platform", "--address", "HEAD:6379"], capture_output=True,
+                       text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    shown = re.search(r"#   (platform: .*)\n#   (ray start .*)\n", page)
+    assert shown is not None
+    got = r.stdout.splitlines()
+    assert re.fullmatch(r"platform: \S+  \(.+\)", got[0]) and shown.group(1).startswith("platform: ")
+    assert re.fullmatch(r"ray start --address=HEAD:6379 --resources '\{\"proton-survey/platform:[^\"]+\": 1\}'", got[1])
+    assert re.fullmatch(r"ray start --address=HEAD:6379 --resources '\{\"proton-survey/platform:[^\"]+\": 1\}'",
+                        shown.group(2))
