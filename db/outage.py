@@ -16,13 +16,29 @@ reports it as it would any other error.
 from __future__ import annotations
 
 import errno
+import os
 from dataclasses import dataclass
+from pathlib import Path
 
 FULL, READ_ONLY, UNREACHABLE, DAMAGED, IO = "full", "read_only", "unreachable", "damaged", "io"
 _DAMAGED = ("database disk image is malformed", "file is not a database", "malformed database schema",
             "btreeinitpage", "database corruption", "could not decode to utf-8")
 _IO = ("disk i/o error", "unable to open database file")
 _FULL_ERRNOS = {errno.ENOSPC, errno.EDQUOT, errno.EFBIG}
+# SQLite says "disk I/O error", not "disk is full", when it cannot create or grow its WAL or
+# shared-memory file: with less than this left where the file is, that is the disk being full.
+FULL_BELOW_BYTES = 256 * 1024
+
+
+def disk_full(path: str | Path | None) -> bool:
+    """Whether the file system holding ``path`` (a SQLite file) has no room left."""
+    if path is None:
+        return False
+    try:
+        st = os.statvfs(Path(path).parent)
+    except OSError:
+        return False
+    return st.f_bavail * st.f_frsize < FULL_BELOW_BYTES
 
 
 @dataclass(frozen=True)
@@ -48,8 +64,9 @@ def _first_line(e: BaseException) -> str:
     return text[0][:200] if text else type(e).__name__
 
 
-def classify(exc: BaseException, where: str = "the store") -> Problem | None:
-    """The outage ``exc`` is, said of ``where`` (``the store (PostgreSQL at host:port/db)``)."""
+def classify(exc: BaseException, where: str = "the store", path: str | Path | None = None) -> Problem | None:
+    """The outage ``exc`` is, said of ``where`` (``the store (PostgreSQL at host:port/db)``);
+    ``path``: the SQLite file, whose file system tells a full disk from another I/O error."""
     try:
         import psycopg
         from psycopg import errors as pg
@@ -76,6 +93,8 @@ def classify(exc: BaseException, where: str = "the store") -> Problem | None:
             return Problem(DAMAGED, f"{where} is damaged: {_first_line(e)}; restore it from a backup "
                                     "(survey store replace)")
         if any(t in text for t in _IO) or (isinstance(e, OSError) and e.errno in (errno.EIO, errno.EACCES)):
+            if disk_full(path):
+                return Problem(FULL, f"{where} cannot be written: the disk is full")
             return Problem(IO, f"{where} cannot be read or written: {_first_line(e)}")
         if "database is locked" in text:
             return Problem(UNREACHABLE, f"{where} cannot be used: {_first_line(e)}")

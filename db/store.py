@@ -22,6 +22,7 @@ a PostgreSQL database whose transactions are read-only) is opened read-only:
 
 from __future__ import annotations
 
+import errno
 import os
 import re
 import threading
@@ -34,6 +35,8 @@ from sqlalchemy import Connection, Engine, create_engine, event, inspect, text
 from sqlalchemy.engine import URL, make_url
 from sqlalchemy.orm import Session, sessionmaker
 from sqlalchemy.pool import StaticPool
+
+from db import outage
 
 MIGRATIONS = Path(__file__).with_name("migrations")
 DEFAULT_DB_ENV = "SURVEY_DB"
@@ -351,6 +354,11 @@ def ensure_schema(engine: Engine, *, create: bool = True) -> str:
         current = current_revision(engine)
         tables = set(inspect(engine).get_table_names()) if current is None else set()
     except Exception as e:
+        sqlite = engine.url.get_backend_name() == "sqlite"
+        problem = outage.classify(e, path=_sqlite_file(engine.url) if sqlite else None)
+        if problem is not None and problem.kind == outage.FULL:  # said as the full disk it is (exit 65)
+            raise StoreError(f"cannot open the database at {where!r}: the disk holding it is full") \
+                from OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
         raise StoreError(f"cannot open the database at {where!r}: {_scrub(str(e), engine.url)}") from e
     if current is not None and current not in known:
         raise NewerDatabaseError(

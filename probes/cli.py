@@ -134,6 +134,9 @@ def cmd_probe(argv, bundle):
     p.add_argument("--no-fork", action="store_true",
                    help="start a fresh interpreter for every check (no zygote)")
     p.add_argument("--output", "-o", default=None, help="write the report here instead of stdout")
+    p.add_argument("--exit-with-parent", action="store_true",
+                   help="stop every check and exit once the process that started the probe is gone (what "
+                        "`survey run` asks for; a probe run by hand outlives its shell)")
     p.add_argument("--timeline", action="store_true",
                    help="print when each phase began and ended (seconds since the probe began) to stderr")
     args = p.parse_args(argv)
@@ -146,6 +149,11 @@ def cmd_probe(argv, bundle):
 
 def _probe(args, argv, bundle):
     from . import orchestrator
+
+    if args.exit_with_parent:
+        from . import lifeline
+
+        lifeline.watch_parent()
 
     work = tempfile.mkdtemp(prefix="proton-survey-src-")
     try:

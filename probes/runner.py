@@ -16,6 +16,8 @@ import time
 TAIL_LINES = 20
 TAIL_BYTES = 4000
 
+LIVE = set()  # type: set[int]  # the process groups of the children running now (probes/lifeline.py stops them)
+
 
 def decode(data):
     text = data.decode("utf-8", "backslashreplace")
@@ -100,6 +102,7 @@ def run(argv, env, timeout, cwd=None, counter=None, stdin_data=None, on_timeout=
             }
         timed_out = False
         feeder = None
+        LIVE.add(proc.pid)
         if on_start is not None:
             on_start(proc.pid)
         try:
@@ -121,6 +124,7 @@ def run(argv, env, timeout, cwd=None, counter=None, stdin_data=None, on_timeout=
         finally:
             # Reap anything the child left in its group.
             _kill_group(proc.pid)
+            LIVE.discard(proc.pid)
             if feeder is not None:
                 feeder.join(5)  # the group is gone: the write fails at once
         duration = time.time() - t0

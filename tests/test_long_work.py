@@ -126,3 +126,34 @@ def test_ctrl_c_stops_the_survey_and_says_what_was_stored(tmp_path: Path, to: st
     assert runs(db) == [("quick", "complete")]  # nothing recorded for the candidate cut short
     assert not processes_with(str(hanging))  # the hanging check was killed with its probe
 
+
+
+def test_a_killed_survey_leaves_no_probe_running(tmp_path: Path) -> None:
+    """`survey run` killed outright (SIGKILL to it alone: no handler runs, its probes are in
+    sessions of their own) leaves nothing running: its probe notices that its parent is
+    gone and stops its checks. (Failed first: the hung check ran on, to its 3000 s timeout.)"""
+    hanging = tmp_path / "hanging"
+    hangs = wrapper(tmp_path, "hangs", {"cupti": "hang"}, FAKE_TRITON_HANGING=str(hanging))
+    cat = tmp_path / "c.toml"
+    cat.write_text(f'[[candidate]]\nname = "hangs"\npython = "{hangs}"\n')
+    log = tmp_path / "run.log"
+    with log.open("wb") as out:
+        proc = subprocess.Popen([sys.executable, "-m", "survey", "run", "--catalog", str(cat), "--timeout", "3000",
+                                 "--no-table", "--db", str(tmp_path / "s.db")], cwd=ROOT, stdout=out,
+                                stderr=subprocess.STDOUT, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 300
+        while not hanging.exists():  # the probe's check is in proton.start, which never returns
+            assert proc.poll() is None, log.read_text()
+            assert time.monotonic() < deadline, log.read_text()
+            time.sleep(0.1)
+        assert processes_with(str(hanging))
+        proc.kill()  # the survey alone
+        proc.wait()
+        deadline = time.monotonic() + 60  # not the check's 3000 s
+        while processes_with(str(hanging)) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert not processes_with(str(hanging)), log.read_text()
+    finally:
+        for pid in processes_with(str(hanging)):
+            os.kill(int(pid), signal.SIGKILL)

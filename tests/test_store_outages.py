@@ -161,6 +161,32 @@ def test_a_full_disk_is_507_to_an_upload_and_exit_65_to_the_cli(small_fs: Path, 
     assert "Traceback" not in r.stderr + r.stdout and 1 <= len(lines) <= 2 and "full" in lines[0], r
 
 
+def test_a_full_disk_during_survey_run_is_one_line_and_nothing_half_written(small_fs: Path, tmp_path: Path) -> None:
+    """`survey run` probes an interpreter (a fake triton: an environment double) into a
+    store on a file system that fills up: one line, exit 65, and the store still whole,
+    holding what it held before."""
+    from tests.test_long_work import wrapper
+
+    url = f"sqlite:///{small_fs / 's.db'}"
+    store = Store(url)
+    with store.session() as s:
+        ingest(s, report_bytes("cpu-triton-3.9.0.json"), candidate="triton-3.9.0", scope="catalog")
+    store.close()
+    exe = wrapper(tmp_path, "quick", {})
+    cat = tmp_path / "c.toml"
+    cat.write_text(f'[[candidate]]\nname = "quick"\npython = "{exe}"\n')
+    fill(small_fs)
+    r = survey_cli("run", "--catalog", str(cat), "--no-table", "--db", url)
+    assert r.returncode == 65, r
+    lines = [ln for ln in r.stderr.splitlines() if ln.strip() and not ln.startswith("quick: ")]
+    assert "Traceback" not in r.stderr + r.stdout and 1 <= len(lines) <= 2 and "full" in lines[0], r
+    (small_fs / "filler").unlink()
+    with sqlite3.connect(small_fs / "s.db") as c:
+        assert c.execute("pragma integrity_check").fetchone() == ("ok",)
+        names = c.execute("select c.name from runs r join candidates c on c.id = r.candidate_id").fetchall()
+    assert names == [("triton-3.9.0",)]
+
+
 # --------------------------------------------------------------------------- 14. a read-only store
 def test_a_read_only_sqlite_store_is_served_and_checked_read_only(shared_dir: Path) -> None:
     d = shared_dir / "ro"

@@ -179,7 +179,8 @@ def _main(argv: list[str]) -> None:
     except Exception as e:  # the store failed mid-command: full, read-only, damaged, unreachable (db.outage)
         from db.outage import IO, classify
 
-        problem = classify(e, _opened[-1].describe() if _opened else "the store")
+        problem = classify(e, _opened[-1].describe() if _opened else "the store",
+                           _opened[-1].sqlite_file() if _opened else None)
         if problem is None:
             raise
         err.print(f"[bold red]error:[/] {rich_markup(problem.message)}", highlight=False)

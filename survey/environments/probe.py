@@ -176,7 +176,7 @@ def probe_args(
     capture_iters: int | None = None,
     repeats: int | None = None,
 ) -> list[str]:
-    args = ["probe", "--timeout", str(timeout)]
+    args = ["probe", "--timeout", str(timeout), "--exit-with-parent"]
     if repeats is not None:
         args += ["--repeats", str(repeats)]
     for c in captures:
