@@ -241,3 +241,29 @@ def test_the_published_site_works_under_a_subpath(filled_store: Store, tmp_path:
     assert len(seen) > 20 and assets > 10
     assert any("/sub/path/runs/" in u for u in seen) and any("/sub/path/candidates/" in u for u in seen)
     assert 'href="../static/style.css"' in css
+
+
+@pytest.mark.parametrize("name", ["-dash", "new\nline", "sp ace", "$(id)`id`", "ünï😀", "esc\x1b[31mred\x07"])
+def test_publish_into_a_directory_with_a_hostile_name(filled_store: Store, tmp_path: Path, name: str) -> None:
+    """A directory name with a leading dash, a line break, shell syntax, emoji or a terminal
+    escape is written into as named, the site whole, nothing beside it; the summary is one
+    line with the name's control characters shown, never sent to the terminal. (Failed first:
+    the line break and the escape sequence reached the terminal raw.)"""
+    where = tmp_path / "out"
+    where.mkdir()
+    r = survey_cli("publish", "--db", filled_store.url, "--", str(where / name))
+    assert r.returncode == 0, r
+    assert [p.name for p in where.iterdir()] == [name]
+    assert (where / name / "index.html").is_file() and (where / name / "matrix" / "index.html").is_file()
+    assert len(r.stderr.splitlines()) == 1 and "\x1b" not in r.stderr and "\x07" not in r.stderr, r
+    assert "files," in r.stderr
+
+
+def test_an_error_naming_a_hostile_path_is_one_line(filled_store: Store, tmp_path: Path) -> None:
+    """A refusal that names the directory (here: it is a file) stays one line whatever the
+    name holds. (Failed first: the name's line break split the error in two.)"""
+    blocker = tmp_path / "two\nlines"
+    blocker.write_text("x")
+    r = survey_cli("publish", "--db", filled_store.url, "--", str(blocker))
+    assert r.returncode == 65, r
+    assert len(r.stderr.splitlines()) == 1 and "two\\x0alines" in r.stderr, r

@@ -21,7 +21,7 @@ except ImportError:  # pragma: no cover
 
 from survey.core import exitcodes
 from survey.core.errors import StoreUnusable, SurveyError
-from survey.render.escape import rich_markup, terminal
+from survey.render.escape import rich_markup, terminal, visible
 
 if TYPE_CHECKING:
     from db.store import Store
@@ -172,7 +172,7 @@ def _main(argv: list[str]) -> None:
         from db.outage import IO, classify
 
         problem = classify(e.__cause__) if isinstance(e, StoreUnusable) and e.__cause__ is not None else None
-        err.print(f"[bold red]error:[/] {rich_markup(e.message)}", highlight=False)
+        err.print(f"[bold red]error:[/] {rich_markup(visible(e.message))}", highlight=False)
         if e.hint:
             err.print(terminal(f"  {e.hint}"), markup=False, highlight=False)
         sys.exit(exitcodes.IO_ERROR if problem is not None and problem.kind == IO else e.exit_code)

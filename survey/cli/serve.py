@@ -9,6 +9,7 @@ import typer
 
 from survey.cli.app import DbOpt, app, err, open_store
 from survey.core.errors import InputError, StoreUnusable
+from survey.render.escape import visible
 
 
 @app.command()
@@ -70,8 +71,8 @@ def publish(
     try:
         res = publish_site(store, directory, "all" if show_all else "catalog", force=force)
     except OSError as e:
-        raise InputError(f"{directory}: cannot write the site there: {e.strerror or e}")
-    err.print(f"{directory}: {res.pages} files, {res.bytes / 1e6:.1f} MB"
+        raise InputError(f"{visible(str(directory))}: cannot write the site there: {e.strerror or e}")
+    err.print(f"{visible(str(directory))}: {res.pages} files, {res.bytes / 1e6:.1f} MB"
               + (f"; not published: {', '.join(res.skipped[:5])}" if res.skipped else ""), markup=False)
     if res.dead:  # a page links to what the site does not hold: a defect of the pages, said plainly
         err.print(f"warning: {len(res.dead)} links name no published file: {', '.join(res.dead[:5])}",
