@@ -30,7 +30,7 @@ from __future__ import annotations
 import json
 import subprocess
 from dataclasses import dataclass
-from typing import Optional
+from typing import Any, Optional
 
 from survey.aorta.environments import find_aorta_python
 from survey.aorta.model import RELEASE
@@ -96,7 +96,7 @@ class Reach:
     aorta: str  # which aorta's behaviour the answer describes, and where the workload was read
 
 
-def _installed(python: str, workload: str, timeout: float) -> dict | None:
+def _installed(python: str, workload: str, timeout: float) -> dict[str, Any] | None:
     try:
         proc = subprocess.run([python, "-c", _CHILD, workload], capture_output=True, timeout=timeout,
                               stdin=subprocess.DEVNULL)

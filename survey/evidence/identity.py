@@ -86,7 +86,7 @@ def local_platform() -> PlatformId:
         except ValueError:
             return {"devices": [], "error": f"the query printed no answer (exit {proc['exit_code']})"}
 
-    rec = records.make("platform", **gpuinfo.detect(facts.gpu_fact(), cuda_query))
+    rec: dict[str, Any] = records.make("platform", **gpuinfo.detect(facts.gpu_fact(), cuda_query))
     return PlatformId(rec["key"], rec["vendor"], rec["model"], rec["arch"],
                       {"driver": rec["driver"], "runtime": rec["runtime"], "devices": rec["devices"],
                        "errors": rec["errors"]})
@@ -187,9 +187,10 @@ def now_iso() -> str:
 
 def make_origin(kind: str, target: str | None, resolved: dict[str, Any], **sections: Any) -> dict[str, Any]:
     origin_kind = {"python": "interpreter"}.get(kind, kind)
-    return records.make("origin", kind=origin_kind, target=target, identity=identity_of_resolved(kind, resolved),
-                        host=host_record(), recorded_by=f"proton-survey probe {PROBE_VERSION}",
-                        recorded_at=now_iso(), **sections)
+    origin: dict[str, Any] = records.make(
+        "origin", kind=origin_kind, target=target, identity=identity_of_resolved(kind, resolved),
+        host=host_record(), recorded_by=f"proton-survey probe {PROBE_VERSION}", recorded_at=now_iso(), **sections)
+    return origin
 
 
 @dataclass

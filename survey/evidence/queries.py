@@ -46,7 +46,7 @@ def iso(t: dt.datetime | None) -> str | None:
     return t.isoformat(timespec="seconds")
 
 
-def run_query() -> Select[m.Run]:  # type: ignore[type-var]
+def run_query() -> Select[m.Run]:
     return select(m.Run).options(
         selectinload(m.Run.modes), selectinload(m.Run.captures), selectinload(m.Run.libraries),
         selectinload(m.Run.candidate), selectinload(m.Run.environment), selectinload(m.Run.platform),
