@@ -62,7 +62,7 @@ from survey.evidence.queries import mode_label
 from survey.flows.check import check_run, check_stored, check_target
 from survey.flows.run import ProbeSettings, survey_one
 from survey.verdicts.answers import NO, UNKNOWN, Answer
-from survey.verdicts.verdict import Cause, CheckResult
+from survey.verdicts.verdict import Cause, CheckEvidence, CheckResult
 
 ROCPROFILER_SDK = "librocprofiler-sdk.so"
 REGISTRY_SINCE = (3, 8, 0)  # get_available_profilers() exists from this release on
@@ -94,24 +94,31 @@ class CellCheck:
         return self.decision.exit_code if self.decision is not None else exitcodes.OK
 
     @property
-    def verdict(self) -> str:
-        return self.decision.verdict if self.decision is not None else "not_applicable"
+    def verdict(self) -> L.CellVerdict:
+        return self.decision.verdict if self.decision is not None else L.CellVerdict.NOT_APPLICABLE
+
+    def answer(self) -> L.RecipeCell:
+        """What ``survey check --recipe R --json`` prints for the cell."""
+        head: dict[str, Any] = {
+            "cell": self.cell, "where": self.where, "cell_environment": self.environment,
+            "mitigations": list(self.mitigations), "checked_in": self.checked_in,
+            "configuration": self.configuration, "proton_mode": self.proton_mode, "auto": self.auto,
+            "mode_dropped": self.mode_dropped, "collectors": list(self.collectors)}
+        if self.result is None or self.decision is None:
+            return L.RecipeCellSkipped(
+                **head, exit_code=exitcodes.OK, verdict=L.CellVerdict.NOT_APPLICABLE, cause=None,
+                reason=f"this cell collects no proton (collectors: {', '.join(self.collectors) or 'none'})",
+                fix=None, links=[])
+        d = self.decision
+        evidence = {k: getattr(self.result, k) for k in CheckEvidence.model_fields}
+        return L.RecipeCellAnswer(
+            **head, exit_code=d.exit_code, verdict=d.verdict, cause=d.cause, reason=d.reason, fix=d.fix, **evidence,
+            decided_by=d.link,
+            condition=next((lk.facts.get("condition") for lk in self.links if lk.answer == L.CONDITIONAL), None),
+            links=self.links)
 
     def as_dict(self) -> dict[str, Any]:
-        head = {"cell": self.cell, "where": self.where, "cell_environment": self.environment,
-                "mitigations": list(self.mitigations), "checked_in": self.checked_in,
-                "configuration": self.configuration, "proton_mode": self.proton_mode, "auto": self.auto,
-                "mode_dropped": self.mode_dropped, "collectors": list(self.collectors)}
-        if self.result is None or self.decision is None:
-            return {**head, "exit_code": exitcodes.OK, "verdict": "not_applicable", "cause": None,
-                    "reason": "this cell collects no proton (collectors: "
-                              f"{', '.join(self.collectors) or 'none'})", "fix": None, "links": []}
-        d = self.decision
-        return {**head, **self.result.as_dict(), "exit_code": d.exit_code, "verdict": d.verdict, "cause": d.cause,
-                "reason": d.reason, "fix": d.fix, "decided_by": d.link,
-                "condition": next((lk.facts.get("condition") for lk in self.links if lk.answer == L.CONDITIONAL),
-                                  None),
-                "links": [lk.as_dict() for lk in self.links]}
+        return self.answer().model_dump(mode="json")
 
 
 def overall_exit(cells: list[CellCheck]) -> int:

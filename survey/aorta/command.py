@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any, Optional, Sequence
 
 from survey.aorta import model
+from survey.aorta.links import LinkWord
 
 # Runs in a Python that may have aorta: its version, whether its loader takes the
 # recipe, and what its proton wrap does with the command under each options set.
@@ -116,7 +117,7 @@ def ask_aorta(pythons: Sequence[str], recipe: Optional[Path], sidecars: Sequence
 
 @dataclass(frozen=True)
 class CommandAnswer:
-    answer: str  # yes | no | unknown
+    answer: LinkWord  # yes | no | unknown
     basis: str
     source: str  # aorta's own code (version, python) or the declared model (version)
     facts: dict[str, Any]

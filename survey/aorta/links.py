@@ -39,13 +39,22 @@ from __future__ import annotations
 
 import json
 from dataclasses import asdict, dataclass, field
-from typing import Any, Optional
+from enum import StrEnum
+from typing import Annotated, Any, Literal, Optional
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from db import models as m
 from probes import outcomes as O
 from survey.core import exitcodes
+from survey.verdicts.verdict import CheckEvidence, Verdict
 
-YES, NO, UNKNOWN, CONDITIONAL, NOT_APPLICABLE = "yes", "no", "unknown", "conditional", "not_applicable"
+LinkWord = Literal["yes", "no", "unknown", "conditional", "not_applicable"]
+YES: Literal["yes"] = "yes"
+NO: Literal["no"] = "no"
+UNKNOWN: Literal["unknown"] = "unknown"
+CONDITIONAL: Literal["conditional"] = "conditional"
+NOT_APPLICABLE: Literal["not_applicable"] = "not_applicable"
 ORDER = ("recipe", "options", "cell", "attach", "command", "collector", "environment", "start", "capture")
 # Links measured at run time in the evidence's environment: a "no" of theirs holds for
 # the trial only where that environment is the trial's (the environment link holds).
@@ -54,10 +63,32 @@ RUN_TIME = ("start", "capture")
 BUILD_CAUSES = ("backend_absent", "unknown_backend", "mode_refused", "no_triton")
 
 
+class CellVerdict(StrEnum):
+    """Will a recipe cell leave a profile? ``survey check``'s three verdicts, and two of
+    a cell's own: a profile only on a stated condition, and no proton collector at all."""
+
+    RUNS = Verdict.RUNS.value
+    CANNOT_RUN = Verdict.CANNOT_RUN.value
+    NOT_ENOUGH_EVIDENCE = Verdict.NOT_ENOUGH_EVIDENCE.value
+    CONDITIONAL = "conditional"
+    NOT_APPLICABLE = "not_applicable"
+
+    @property
+    def exit_code(self) -> int:
+        return _CELL_EXIT[self]
+
+
+_CELL_EXIT = {CellVerdict.RUNS: exitcodes.OK, CellVerdict.CANNOT_RUN: exitcodes.CANNOT_RUN,
+              CellVerdict.NOT_ENOUGH_EVIDENCE: exitcodes.NOT_ENOUGH_EVIDENCE,
+              CellVerdict.CONDITIONAL: exitcodes.CONDITIONAL, CellVerdict.NOT_APPLICABLE: exitcodes.OK}
+
+
 @dataclass
 class Link:
+    __pydantic_config__ = ConfigDict(extra="forbid")
+
     link: str  # one of ORDER
-    answer: str  # yes | no | unknown
+    answer: LinkWord
     basis: str  # what the answer rests on: a measurement (and where), aorta's or Triton's code, or why unknown
     cause: Optional[str] = None  # for no / unknown
     fix: Optional[str] = None
@@ -70,12 +101,80 @@ class Link:
 
 @dataclass
 class Decision:
-    exit_code: int
-    verdict: str  # runs | cannot_run | not_enough_evidence | conditional
+    verdict: CellVerdict  # never not_applicable: a cell without proton has no decision
     cause: Optional[str]
     reason: str
     fix: Optional[str]
     link: Optional[str]  # the deciding link; None when every link holds
+
+    @property
+    def exit_code(self) -> int:
+        return self.verdict.exit_code
+
+
+# --------------------------------------------------------------------------- the answer printed
+class _CellHead(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    cell: str
+    where: Annotated[str, Field(description="where the cell was checked, and why there")]
+    cell_environment: Annotated[str | None, Field(
+        description="the environment the cell names (null: the recipe's shape names none)")]
+    mitigations: list[str]
+    checked_in: Annotated[str | None, Field(
+        description="TARGET, or aorta:<name> (null: nothing could be checked)")]
+    configuration: Annotated[dict[str, str] | None, Field(
+        description="aorta's proton options for the cell (null: no proton collector)")]
+    proton_mode: Annotated[str | None, Field(description="the --mode aorta renders from them")]
+    auto: Annotated[str | None, Field(description="how backend: auto resolves there")]
+    mode_dropped: Annotated[str | None, Field(description="why the mode never reaches Proton there")]
+    collectors: list[str]
+
+
+class _CellDecision(BaseModel):
+    exit_code: Annotated[int, Field(description="the verdict's: 0 runs or not_applicable, 2 cannot_run, "
+                                                "3 not_enough_evidence, 8 conditional")]
+    verdict: CellVerdict
+    cause: Annotated[str | None, Field(description="the deciding link's cause")]
+    reason: Annotated[str, Field(description="the deciding link and what it rests on")]
+    fix: str | None
+
+    @model_validator(mode="after")
+    def _exit_is_the_verdicts(self) -> _CellDecision:
+        if self.exit_code != self.verdict.exit_code:
+            raise ValueError(f"exit code {self.exit_code} is not {self.verdict}'s ({self.verdict.exit_code})")
+        return self
+
+
+class RecipeCellAnswer(CheckEvidence, _CellDecision, _CellHead):
+    """A recipe cell with a proton collector: will it leave a profile, decided over its
+    links, with what ``proton.start`` there rests on (the fields of a check's evidence)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    decided_by: Annotated[str | None, Field(description="the deciding link (null: every link holds)")]
+    condition: Annotated[str | None, Field(description="for conditional: the condition on the workload")]
+    links: list[Link]
+
+    @model_validator(mode="after")
+    def _decided(self) -> RecipeCellAnswer:
+        if self.verdict is CellVerdict.NOT_APPLICABLE:
+            raise ValueError("a cell with a proton collector is decided")
+        return self
+
+
+class RecipeCellSkipped(_CellDecision, _CellHead):
+    """A recipe cell that collects no proton: nothing to decide."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    verdict: Literal[CellVerdict.NOT_APPLICABLE]
+    cause: None
+    fix: None
+    links: Annotated[list[Link], Field(max_length=0)]
+
+
+RecipeCell = RecipeCellAnswer | RecipeCellSkipped
 
 
 def decide(links: list[Link]) -> Decision:
@@ -86,21 +185,21 @@ def decide(links: list[Link]) -> Decision:
     env_unknown = any(lk.link == "environment" and lk.answer == UNKNOWN for lk in links)
     for lk in links:
         if lk.answer == NO and not (env_unknown and lk.link in RUN_TIME and lk.cause not in BUILD_CAUSES):
-            return Decision(exitcodes.CANNOT_RUN, "cannot_run", lk.cause, f"{lk.link}: {lk.basis}", lk.fix, lk.link)
+            return Decision(CellVerdict.CANNOT_RUN, lk.cause, f"{lk.link}: {lk.basis}", lk.fix, lk.link)
     for lk in links:
         if lk.answer in (NO, UNKNOWN):
             basis = lk.basis if lk.answer == UNKNOWN else (
                 f"{lk.basis} (measured where the environment lacked a variable this cell sets, whose effect is "
                 "not known: not definite for this cell)")
-            return Decision(exitcodes.NOT_ENOUGH_EVIDENCE, "not_enough_evidence", lk.cause, f"{lk.link}: {basis}",
+            return Decision(CellVerdict.NOT_ENOUGH_EVIDENCE, lk.cause, f"{lk.link}: {basis}",
                             lk.fix, lk.link)
     for lk in links:
         if lk.answer == CONDITIONAL:
-            return Decision(exitcodes.CONDITIONAL, "conditional", lk.cause, f"{lk.link}: {lk.basis}", lk.fix,
+            return Decision(CellVerdict.CONDITIONAL, lk.cause, f"{lk.link}: {lk.basis}", lk.fix,
                             lk.link)
     last = {lk.link: lk for lk in links}
     said = [last[k].basis for k in ("start", "capture") if k in last]
-    return Decision(exitcodes.OK, "runs", None, "; ".join(said) or "every link holds", None, None)
+    return Decision(CellVerdict.RUNS, None, "; ".join(said) or "every link holds", None, None)
 
 
 # --------------------------------------------------------------------------- the report behind a run

@@ -33,6 +33,7 @@ from dataclasses import dataclass
 from typing import Any, Optional
 
 from survey.aorta.environments import find_aorta_python
+from survey.aorta.links import LinkWord
 from survey.aorta.model import RELEASE
 
 SUBPROCESS = "_subprocess"
@@ -91,7 +92,7 @@ sys.stdout.write(json.dumps(out))
 class Reach:
     """Whether the workload gets the collector: ``yes`` | ``no`` | ``unknown``."""
 
-    answer: str
+    answer: LinkWord
     basis: str
     aorta: str  # which aorta's behaviour the answer describes, and where the workload was read
 
