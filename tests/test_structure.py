@@ -137,3 +137,35 @@ def assert_no_cycle(files: list[Path], top_level_only: bool) -> None:
     for n in graph:
         if n not in seen:
             visit(n)
+
+
+# --------------------------------------------------------------------------- the CLI only asks and shows
+CLI_BODY_LIMIT = 60  # lines of a function's body in survey/cli/, its docstring and signature aside
+
+
+def long_functions(path: Path, limit: int) -> list[str]:
+    """The functions of ``path`` whose body (after the docstring) spans more than ``limit`` lines."""
+    out = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            continue
+        body = node.body
+        if isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant) \
+                and isinstance(body[0].value.value, str):
+            body = body[1:]
+        if body and (lines := (body[-1].end_lineno or body[-1].lineno) - body[0].lineno + 1) > limit:
+            out.append(f"{path.relative_to(ROOT) if path.is_relative_to(ROOT) else path.name}::{node.name} "
+                       f"({lines} lines)")
+    return out
+
+
+def test_no_cli_function_does_a_flows_work() -> None:
+    """A command parses its arguments, calls a flow (or verdicts, render) and shows the
+    answer: no function of survey/cli/ has a body over CLI_BODY_LIMIT lines."""
+    assert [f for p in sorted((ROOT / "survey" / "cli").glob("*.py")) for f in long_functions(p, CLI_BODY_LIMIT)] == []
+
+
+def test_the_length_check_counts_the_body(tmp_path: Path) -> None:
+    (tmp_path / "m.py").write_text('def f(\n    a: int,\n) -> None:\n    """doc\n\n    more."""\n'
+                                   + "    x = 1\n" * 3 + "\n\ndef g() -> None:\n    pass\n")
+    assert long_functions(tmp_path / "m.py", 3) == [] and long_functions(tmp_path / "m.py", 2) == ["m.py::f (3 lines)"]

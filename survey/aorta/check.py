@@ -750,6 +750,15 @@ def aorta_target(registry: Mapping[str, AortaEnvironment], name: str, *, engine:
     return at
 
 
+def check_in_aorta_environment(store: Store, environment_files: list[Path] | None, name: str, backend: str,
+                               mode: str | None, *, timeout: float, engine: str | None, pull: str,
+                               platform: str | None, say: Callable[[str], None]) -> tuple[str, CheckResult]:
+    """``survey check --aorta-environment NAME [--aorta-environments FILE...]``: the
+    environment's name as a target, and the answer there."""
+    at = aorta_target(load_environments(environment_files or None), name, engine=engine, pull=pull)
+    return at.name, check_aorta_environment(store, at, backend, mode, timeout=timeout, platform=platform, say=say)
+
+
 def check_aorta_environment(store: Store, at: AortaTarget, backend: str, mode: str | None, *, timeout: float,
                             platform: str | None, say: Callable[[str], None]) -> CheckResult:
     """``survey check --aorta-environment NAME --backend B [--mode M]``."""
