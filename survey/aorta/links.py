@@ -47,7 +47,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from db import models as m
 from probes import outcomes as O
 from survey.core import exitcodes
-from survey.verdicts.verdict import CheckEvidence, Verdict
+from survey.verdicts.verdict import Cause, CheckEvidence, Verdict
 
 LinkWord = Literal["yes", "no", "unknown", "conditional", "not_applicable"]
 YES: Literal["yes"] = "yes"
@@ -60,7 +60,7 @@ ORDER = ("recipe", "options", "cell", "attach", "command", "collector", "environ
 # the trial only where that environment is the trial's (the environment link holds).
 RUN_TIME = ("start", "capture")
 # A start "no" that is a fact of the build, whatever the environment's variables.
-BUILD_CAUSES = ("backend_absent", "unknown_backend", "mode_refused", "no_triton")
+BUILD_CAUSES = (Cause.BACKEND_ABSENT, O.UNKNOWN_BACKEND, Cause.MODE_REFUSED, Cause.NO_TRITON)
 
 
 class CellVerdict(StrEnum):
@@ -275,9 +275,9 @@ def option_capture_link(cap: dict[str, Any], what: str, run_src: str) -> Optiona
         return None
     msg = cap.get("message") or cap.get("signal") or outcome
     if outcome == O.UNSUPPORTED_MODE:
-        return Link("start", NO, f"{what}: this build refuses it: {msg}", "mode_refused", None, run_src,
+        return Link("start", NO, f"{what}: this build refuses it: {msg}", Cause.MODE_REFUSED, None, run_src,
                     {"option": what, "outcome": outcome, "rule": cap.get("rule")})
-    word = {O.CRASH: "crashed", O.TIMEOUT: "hung"}.get(str(outcome), "option_failed")
+    word = {O.CRASH: Cause.CRASHED, O.TIMEOUT: Cause.HUNG}.get(str(outcome), "option_failed")
     return Link("start", NO, f"{what}: a capture with it failed here: {outcome}: {msg}", word, None, run_src,
                 {"option": what, "outcome": outcome, "rule": cap.get("rule"), "signal": cap.get("signal")})
 
@@ -286,7 +286,7 @@ def capture_link(cap: Optional[dict[str, Any]], what: str, run_src: str, schema:
     """Whether one capture recorded what its backend measures."""
     if cap is None:
         return Link("capture", UNKNOWN, f"no capture of {what} was measured here, so whether its profile records "
-                                        "anything is not established", "not_checked",
+                                        "anything is not established", Cause.NOT_CHECKED,
                     "probe again with captures (`survey probe`: captures run where a GPU is)", run_src)
     outcome = cap.get("outcome")
     rec = cap.get("recorded")
@@ -298,17 +298,19 @@ def capture_link(cap: Optional[dict[str, Any]], what: str, run_src: str, schema:
     if outcome == O.EMPTY_CAPTURE:
         if (schema or 0) >= 3:
             return Link("capture", NO, f"a capture of {what} ran what the backend measures and recorded nothing: "
-                                       f"{cap.get('message')}", "capture_empty",
+                                       f"{cap.get('message')}", Cause.CAPTURE_EMPTY,
                         "check that your kernels give this backend something to record", run_src, facts)
         return Link("capture", UNKNOWN, f"proton.start() succeeded here, but the GELU capture of {what} recorded no "
                                         f"kernel ({cap.get('message')}); whether your run's capture will hold data "
-                                        "is not established", "capture_empty",
+                                        "is not established", Cause.CAPTURE_EMPTY,
                     "check that your kernels give this backend something to record", run_src, facts)
     msg = (cap.get("signal") if outcome == O.CRASH else None) or cap.get("message") or cap.get("signal") or outcome
-    word = {O.CRASH: "crashed", O.TIMEOUT: "hung"}.get(str(outcome), "capture_failed")
+    word = {O.CRASH: Cause.CRASHED, O.TIMEOUT: Cause.HUNG}.get(str(outcome), Cause.CAPTURE_FAILED)
     return Link("capture", NO, f"a capture of {what} failed here: {outcome}: {msg}", word, None, run_src, facts)
 
 
+# What a shape of workload does where its capture's cause is this.
+_WHAT_IT_DOES: dict[str, str] = {Cause.CRASHED: "dies", Cause.HUNG: "hangs", Cause.CAPTURE_EMPTY: "records nothing"}
 # The shapes of an instrumentation workload's kernels (probes/options.py KERNEL_SHAPES).
 SHAPES = ("scoped", "plain", "mixed")
 SHAPE_WORDS = {"scoped": "every Triton kernel in the session carries a proton.language scope",
@@ -332,8 +334,8 @@ def shape_links(view: ReportView, mode: Optional[str], run_src: str) -> dict[str
             other = view.option("kernels", shape, "instrumentation")
             why = (f"{what} was measured here in mode {other.get('mode') or 'default'} only" if other is not None
                    else f"{what} was not measured here (this report predates that check)")
-            out[shape] = Link("capture", UNKNOWN, why, "not_checked", "probe again with the current probe on that GPU",
-                              run_src)
+            out[shape] = Link("capture", UNKNOWN, why, Cause.NOT_CHECKED,
+                              "probe again with the current probe on that GPU", run_src)
             continue
         lk = capture_link(cap, what, run_src, view.schema)
         lk.facts["kernels"] = shape
@@ -365,8 +367,7 @@ def kernels_link(view: ReportView, mode: Optional[str], run_src: str) -> Link:
     parts = [f"collects if {' or '.join(SHAPE_WORDS[k] for k in yes)}"]
     for k, lk in shapes.items():
         if lk.answer == NO:
-            what = {"crashed": "dies", "hung": "hangs", "capture_empty": "records nothing"}.get(str(lk.cause),
-                                                                                              "fails")
+            what = _WHAT_IT_DOES.get(str(lk.cause), "fails")
             detail = lk.facts.get("signal") or lk.facts.get("outcome") or lk.cause
             parts.append(f"where {SHAPE_WORDS[k]}, it {what} on this build ({detail})")
         elif lk.answer == UNKNOWN:

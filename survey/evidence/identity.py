@@ -27,6 +27,8 @@ from typing import TYPE_CHECKING, Any
 from probes import PROBE_VERSION, records
 from survey.core import clock
 
+UNKNOWN_VENDOR = "unknown"  # a platform whose GPU vendor (or machine) a report does not name
+
 if TYPE_CHECKING:  # annotations only: reading the store needs no report model (the CLI's read path stays light)
     from survey.evidence.report import Report
 
@@ -66,9 +68,9 @@ def platform_of(report: Report) -> PlatformId:
     vendors = report.environment.gpu.vendors
     machine = report.environment.platform.machine
     if not vendors:
-        return PlatformId(f"none:{machine or 'unknown'}", "none", None, machine,
+        return PlatformId(f"none:{machine or UNKNOWN_VENDOR}", "none", None, machine,
                           {"note": "schema version 1 report: no GPU device nodes were seen"})
-    vendor = vendors[0] if vendors[0] in ("nvidia", "amd") else "unknown"
+    vendor = vendors[0] if vendors[0] in ("nvidia", "amd") else UNKNOWN_VENDOR
     return PlatformId(f"{vendor}:unknown-arch:unknown-model", vendor, None, None,
                       {"note": "schema version 1 report: GPU model and architecture were not recorded"})
 
