@@ -17,6 +17,7 @@ from starlette.responses import Response
 from api import clip, formats
 from api.errors import ApiError
 from api.formats import Resource
+from api.pool import StorePool
 from api.schemas import ERRORS, RunResponse
 from api.shared import MAX_ID, run_summary
 from db import models as m
@@ -123,7 +124,8 @@ def run_view(request: Request, fmt: str, run_id: RunId) -> Resource:
 
 async def raw_report(request: Request, run_id: RunId) -> Response:
     """The probe report exactly as it was received (e.g. to ingest it elsewhere)."""
-    return await request.app.state.pool.run(_raw_report, request, run_id)  # type: ignore[no-any-return]
+    pool: StorePool = request.app.state.pool
+    return await pool.run(_raw_report, request, run_id)
 
 
 def _raw_report(request: Request, run_id: int) -> Response:

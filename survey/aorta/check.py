@@ -50,7 +50,7 @@ from survey.aorta.command import AortaSays, ask_aorta, interpreters, judge
 from survey.aorta.environments import AortaEnvironment, find_aorta_python, load_environments
 from survey.aorta.mitigations import Registry, load_mitigations, overlay
 from survey.aorta.overlays import answer_environment, evidence_facts
-from survey.aorta.proton_rules import mode_dropped, resolve_auto
+from survey.aorta.proton_rules import is_vendor, mode_dropped, resolve_auto
 from survey.aorta.recipe import Cell, EnvironmentRef, ProtonConfig, Recipe, load_recipe
 from survey.aorta.targets import AortaTarget, survey_target
 from survey.aorta.workloads import Reach, collector_reach
@@ -284,7 +284,7 @@ def answer(s: Any, run: m.Run, checked_in: str, proton: ProtonConfig,
         if base.cause is Cause.NO_TRITON:
             return base, None, None
         vendor = run.platform.vendor if run.platform is not None else identity.UNKNOWN_VENDOR
-        if vendor not in ("nvidia", "amd", "none"):
+        if not is_vendor(vendor):
             return _unanswered(base, Cause.NOT_CHECKED,
                                "backend auto: Proton picks from the GPU target, and this evidence does not say "
                                f"which GPU vendor it ran on (platform {base.platform})",
@@ -295,7 +295,7 @@ def answer(s: Any, run: m.Run, checked_in: str, proton: ProtonConfig,
                                f"backend auto: Triton {run.triton_version} selects from its profiler registry, "
                                "which the probe did not read here",
                                "probe again (`survey probe`), or name the backend"), None, None
-        choice, auto = resolve_auto(vendor, run.profilers, _loads(run, ROCPROFILER_SDK))  # type: ignore[arg-type]
+        choice, auto = resolve_auto(vendor, run.profilers, _loads(run, ROCPROFILER_SDK))
         if choice is None:
             if vendor == "none":
                 return _unanswered(base, Cause.NO_GPU, auto,
