@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import contextlib
 import os
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 
 from fastapi import APIRouter, FastAPI
@@ -63,7 +63,7 @@ class Settings:
     store_timeout_s: float
 
 
-def _from_env(name: str, kind: type, default: float, what: str) -> float:
+def _from_env(name: str, kind: Callable[[str], float], default: float, what: str) -> float:
     text = os.environ.get(name)
     if text:
         try:

@@ -23,7 +23,7 @@ from starlette.responses import Response
 from api import cache as cache_mod
 from api.cache import Entry
 from api.errors import ApiError
-from api.matrix import MODE_LABELS, one_of
+from api.shared import MODE_LABELS, one_of
 from db import widths
 from probes import outcomes as O
 from survey.evidence import queries

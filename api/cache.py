@@ -20,7 +20,7 @@ import threading
 from collections import OrderedDict
 from collections.abc import Callable, Hashable
 from dataclasses import dataclass
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any, TypeVar, cast
 
 from fastapi import Header
 from starlette.requests import Request
@@ -29,6 +29,11 @@ from starlette.responses import Response
 from db.store import Store
 from survey.core.sizes import approx_bytes
 from survey.evidence.ingest import matrix_version
+
+if TYPE_CHECKING:
+    from api.pool import StorePool
+
+T = TypeVar("T")
 
 IfNoneMatch = Annotated[str | None, Header(description="an ETag of an earlier answer: 304 if unchanged")]
 SLOT = "survey.replay"  # filled by answer(): api.replay may repeat the answer while the version stands
@@ -170,24 +175,28 @@ class MatrixCache:
 # ------------------------------------------------------------------ in views
 async def version(request: Request) -> str:
     cache: MatrixCache = request.app.state.matrix_cache
-    return await request.app.state.pool.run(cache.version)
+    pool: StorePool = request.app.state.pool
+    return await pool.run(cache.version)
 
 
-async def memo(request: Request, version_: str, key: Hashable, compute: Callable[[], Any]) -> Any:
+async def memo(request: Request, version_: str, key: Hashable, compute: Callable[[], T]) -> T:
     """``compute()`` (run in a worker thread) once per matrix version. Requests that miss
-    while it runs wait for that one computation instead of starting their own."""
+    while it runs wait for that one computation instead of starting their own. The cache
+    holds values of many types; a key is always computed by the same ``compute``, so what
+    it holds under ``key`` is a ``T``."""
     cache: MatrixCache = request.app.state.matrix_cache
-    value = cache.get(version_, key)
-    if value is not None:
-        return value
+    pool: StorePool = request.app.state.pool
+    held = cache.get(version_, key)
+    if held is not None:
+        return cast(T, held)
     running = cache.inflight.get((version_, key))
     if running is not None:
-        return await asyncio.shield(running)
+        return cast(T, await asyncio.shield(running))
     future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
     cache.inflight[(version_, key)] = future
     epoch = cache.epoch
     try:
-        value = await request.app.state.pool.run(compute)
+        value = await pool.run(compute)
     except BaseException as e:
         future.set_exception(e)
         future.exception()  # retrieved: waiters re-raise it, nobody logs "never retrieved"

@@ -11,7 +11,7 @@ Both lists are paginated (:mod:`api.pages`): ``/candidates?_size=&_next=``
 (``_next``: an offset) and the runs of ``/candidates/{name}?_size=&_next=``
 (``_next``: continue with runs older than this id). The candidate list changes
 only on ingest and is cached per matrix version (:mod:`api.cache`); evidence
-text in its rows (``last_error``) is cut at ``api.matrix.TEXT`` characters.
+text in its rows (``last_error``) is cut at ``api.shared.TEXT`` characters.
 """
 
 from __future__ import annotations
@@ -28,10 +28,9 @@ from api import cache as cache_mod
 from api import clip, formats, pages
 from api.cache import Entry
 from api.formats import Resource
-from api.matrix import cut_text
 from api.render import q
-from api.runs import MAX_ID, run_summary
 from api.schemas import ERRORS, CandidateResponse, CandidatesResponse
+from api.shared import MAX_ID, cut_text, run_summary
 from db import models as m
 from survey.core import credentials, errortext
 from survey.core.errors import UnknownTarget

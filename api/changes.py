@@ -118,7 +118,7 @@ def atom(entries: list[dict[str, Any]], *, self_url: str, version_date: str | No
             lines.append(f"{side} ({run}): " + (f"{said['verdict']} ({said['outcome']}): {said['reason']}"
                                                  if said else "not checked"))
         sub(entry, "content", "\n".join(lines), type="text")
-    return b'<?xml version="1.0" encoding="utf-8"?>\n' + ET.tostring(feed, encoding="utf-8")
+    return ('<?xml version="1.0" encoding="utf-8"?>\n' + ET.tostring(feed, encoding="unicode")).encode("utf-8")
 
 
 def _entry(request: Request, fmt: str, rows: list[dict[str, Any]], kind: str, since: str, scope: str, size: int,

@@ -26,8 +26,8 @@ from api import formats
 from api.cache import Entry
 from api.errors import ApiError
 from api.formats import Resource
-from api.matrix import MODE_LABELS, backend_and_mode, stored_names
 from api.schemas import ERRORS
+from api.shared import MODE_LABELS, backend_and_mode, stored_names
 from db import widths
 from probes import outcomes as O
 from survey.environments import catalog as catalog_mod

@@ -10,8 +10,8 @@ from fastapi import APIRouter, Query, Request
 from api import formats
 from api.errors import ApiError
 from api.formats import Resource
-from api.runs import MAX_ID
 from api.schemas import ERRORS, DiffResponse
+from api.shared import MAX_ID
 from survey.core.errors import UnknownTarget
 from survey.evidence import queries
 from survey.verdicts import diff as survey_diff

@@ -14,7 +14,7 @@ from starlette.responses import Response
 from api import cache as cache_mod
 from api import formats, openapi, render
 from api.errors import ApiError
-from api.matrix import stored_names, stored_platforms
+from api.shared import stored_names, stored_platforms
 
 METHODS = ("get", "post", "put", "patch", "delete")
 

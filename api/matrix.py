@@ -7,14 +7,14 @@ version moves (see ``api.cache``), and carry an ETag.
 Pages (:mod:`api.pages`): ``/matrix``, ``.json`` and ``.csv`` hold at most
 ``_size`` (candidate, platform) rows of the grid -- each with all its backend x
 mode rows -- per page (default 100, at most 1000), so a page is at most
-``_size`` x (backends x modes) rows of at most :data:`TEXT` characters of
+``_size`` x (backends x modes) rows of at most :data:`api.shared.TEXT` characters of
 evidence text each; ``next_url`` (and ``Link: rel="next"``) names the next.
 
 Filters: ``backend``, ``mode`` (``none``: no mode), ``outcome``, ``verdict``
 and ``candidate``; empty means any. A value that names nothing is refused (422,
 listing the valid values) before the cache is looked at, so made-up values
 neither fill the cache nor cost a query. Evidence text longer than
-:data:`TEXT` characters (an unobtainable candidate's error) is cut in the rows;
+:data:`api.shared.TEXT` characters (an unobtainable candidate's error) is cut in the rows;
 the run behind the row holds it whole.
 """
 
@@ -31,6 +31,7 @@ from api import formats, pages, render
 from api.cache import Entry
 from api.errors import ApiError
 from api.schemas import ERRORS, MatrixResponse
+from api.shared import MODE_LABELS, cut_text, one_of, stored_names, stored_platforms
 from db import widths
 from db.store import Store
 from probes import outcomes as O
@@ -44,53 +45,8 @@ from survey.verdicts.modes import Acceptance
 from survey.verdicts.rows import FIELDS
 
 COLUMNS = FIELDS  # survey.verdicts.rows.MatrixRow: the rows of .json, the columns of .csv
-MODE_LABELS = queries.MODE_LABELS
 VERDICTS = tuple(Acceptance)
 FILTER_NAMES = ("backend", "mode", "candidate", "outcome", "verdict", "platform")
-TEXT = 1000  # characters of one evidence text in a matrix or list row
-SHOWN_NAMES = 50  # stored names listed in an error
-
-
-def cut_text(row: dict[str, Any], whole: str | None) -> dict[str, Any]:
-    """``row`` with every string over :data:`TEXT` characters cut, saying where it is whole."""
-    if not any(isinstance(v, str) and len(v) > TEXT for v in row.values()):
-        return row
-    out = dict(row)
-    for k, v in row.items():
-        if isinstance(v, str) and len(v) > TEXT:
-            out[k] = v[:TEXT] + f"… [truncated: {len(v) - TEXT:,} more characters" + \
-                (f"; whole: {whole}]" if whole else "]")
-    return out
-
-
-def stored_platforms(store: Store) -> list[str]:
-    with store.session() as s:
-        return queries.platform_keys(s)
-
-
-def stored_names(store: Store) -> list[str]:
-    with store.session() as s:
-        return [c.name for c in queries.candidates(s)]
-
-
-def one_of(what: str, value: str, valid: tuple[str, ...] | list[str]) -> ApiError:
-    shown = ", ".join(valid[:SHOWN_NAMES]) + (f" (and {len(valid) - SHOWN_NAMES} more: /candidates)"
-                                               if len(valid) > SHOWN_NAMES else "")
-    known = f"no stored candidate is named {value!r}" if what == "candidate" else f"unknown {what} {value!r}"
-    return ApiError(422, "invalid_input", f"{what}: {known}; one of {shown or '(none stored)'}", field=what)
-
-
-def backend_and_mode(backend: str, mode: str) -> str | None:
-    """The mode asked for (None: no mode), after 422s for a missing or unknown backend
-    and an unknown mode (as ``/check`` and ``/history`` take them)."""
-    if not backend:
-        raise ApiError(422, "invalid_input", "backend: which Proton backend? ?backend=" + "|".join(O.BACKENDS),
-                       field="backend")
-    if backend not in O.BACKENDS:
-        raise one_of("backend", backend, O.BACKENDS)
-    if mode and mode not in MODE_LABELS:
-        raise one_of("mode", mode, MODE_LABELS)
-    return queries.mode_from_label(mode or None)
 
 
 def documented_claims(s: Session, filters: dict[str, str | None]) -> list[dict[str, Any]]:

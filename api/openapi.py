@@ -59,7 +59,7 @@ def report_components() -> tuple[dict[str, Any], dict[str, Any]]:
 
 def base(app: FastAPI) -> dict[str, Any]:
     """The document without stored names (built once per app)."""
-    cached = getattr(app.state, "openapi_base", None)
+    cached: dict[str, Any] | None = getattr(app.state, "openapi_base", None)
     if cached is not None:
         return cached
     doc = get_openapi(title=app.title, version=app.version, description=app.description, routes=app.routes)

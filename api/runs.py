@@ -17,12 +17,13 @@ from starlette.responses import Response
 from api import clip, formats
 from api.errors import ApiError
 from api.formats import Resource
+from api.pool import StorePool
 from api.schemas import ERRORS, RunResponse
+from api.shared import MAX_ID, run_summary
 from db import models as m
 from survey.evidence import queries
 from survey.verdicts import modes as survey_verdicts
 
-MAX_ID = queries.MAX_RUN_ID  # the largest id a run can have (32-bit INTEGER columns)
 RunId = Annotated[int, Path(description="the run's id")]
 # Budgets (characters of evidence) per part of a run page; see api.clip.
 SECTION_BUDGETS = {"modes": 64_000, "captures": 32_000, "libraries": 16_000, "environment": 24_000,
@@ -30,27 +31,6 @@ SECTION_BUDGETS = {"modes": 64_000, "captures": 32_000, "libraries": 16_000, "en
 RAW_SHOWN = 48 * 1024  # the raw report is shown inline up to this many characters, else linked
 MODE_COLUMNS = ["backend", "mode", "env", "stub", "outcome", "rule", "library", "signal", "exc_type", "message",
                 "exit_code", "duration_s", "hung_at_exit"]
-
-
-def run_summary(run: m.Run) -> dict[str, Any]:
-    return {
-        "id": run.id,
-        "url": f"/runs/{run.id}",
-        "candidate": run.candidate.name,
-        "status": run.status,
-        "source": run.source,
-        "started_at": queries.iso(run.started_at),
-        "finished_at": queries.iso(run.finished_at),
-        "host": run.host,
-        "probe_version": run.probe_version,
-        "schema_version": run.schema_version,
-        "report_hash": run.report_hash,
-        "triton_version": run.triton_version,
-        "image_digest": run.image_digest,
-        "profilers": run.profilers,
-        "cli_backends": run.cli_backends,
-        "error": run.error,
-    }
 
 
 def get_run(s: Any, run_id: int) -> m.Run:
@@ -144,7 +124,8 @@ def run_view(request: Request, fmt: str, run_id: RunId) -> Resource:
 
 async def raw_report(request: Request, run_id: RunId) -> Response:
     """The probe report exactly as it was received (e.g. to ingest it elsewhere)."""
-    return await request.app.state.pool.run(_raw_report, request, run_id)  # type: ignore[no-any-return]
+    pool: StorePool = request.app.state.pool
+    return await pool.run(_raw_report, request, run_id)
 
 
 def _raw_report(request: Request, run_id: int) -> Response:

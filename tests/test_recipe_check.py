@@ -14,10 +14,13 @@ import json
 import sys
 from pathlib import Path
 
+import jsonschema
 import pytest
+from pydantic import TypeAdapter, ValidationError
 
 from db.store import Store
 from probes import outcomes as O
+from survey.aorta.links import RecipeCell
 from survey.core import exitcodes
 from survey.environments import probe as probe_run
 from survey.environments.launchers.python import PythonLauncher
@@ -43,9 +46,15 @@ def write(tmp_path: Path, name: str, text: str) -> Path:
     return p
 
 
+# What `survey check --recipe R --json` prints: a list of the one recipe cell model.
+CELLS = TypeAdapter(list[RecipeCell])
+
+
 def cells_of(stdout: str) -> dict[str, dict]:
     rows = json.loads(stdout)
     assert isinstance(rows, list)
+    jsonschema.validate(rows, CELLS.json_schema(mode="serialization"))
+    assert CELLS.dump_python(CELLS.validate_python(rows), mode="json") == rows
     return {r["cell"]: r for r in rows}
 
 
@@ -192,6 +201,29 @@ cells:
     assert "5 cells: 1 will leave a profile, 1 will not (roctracer), 2 without enough evidence (inherits, " \
            "mma-cli), 1 collect no proton" in text.stdout
     assert "  ok collector: 'wrapped' (acme_aorta:Wrapped, from amd-aorta) is a SubprocessWorkload" in text.stdout
+
+
+def test_the_recipe_json_is_the_recipe_cell_model(gpu_store: Store, tmp_path: Path) -> None:
+    """Every cell printed validates against RecipeCell and dumps back to what was printed,
+    key for key and in the printed order; a cell whose exit code is not its verdict's, or
+    with a field the model lacks, does not validate."""
+    recipe = write(tmp_path, "r.yaml", HEAD + "collect: {proton: {mode: env, backend: cupti}}\ncells:\n"
+                   "  - {name: a, mitigations: [none], environment: local}\n"
+                   "  - {name: b, mitigations: [none], environment: local, collect: {proton: {backend: roctracer}}}\n"
+                   "  - {name: c, mitigations: [none], environment: local, collect: [numerics]}\n")
+    cli = survey_cli("check", "h200", "--recipe", str(recipe), "--platform", "sm_90", "--json", "--db", gpu_store.url)
+    rows = json.loads(cli.stdout)
+    assert [(r["cell"], r["verdict"], r["exit_code"]) for r in rows] == [
+        ("a", "runs", 0), ("b", "cannot_run", 2), ("c", "not_applicable", 0)]
+    jsonschema.validate(rows, CELLS.json_schema(mode="serialization"))
+    again = CELLS.dump_python(CELLS.validate_python(rows), mode="json")
+    assert [list(r) for r in again] == [list(r) for r in rows] and again == rows
+    with pytest.raises(ValidationError, match="exit code 3 is not cannot_run's"):
+        CELLS.validate_python([{**rows[1], "exit_code": 3}])
+    with pytest.raises(ValidationError):
+        CELLS.validate_python([{**rows[0], "verdit": "runs"}])
+    with pytest.raises(ValidationError):
+        CELLS.validate_python([{**rows[2], "links": rows[0]["links"]}])
 
 
 def test_the_verdict_is_what_really_runs(gpu_store: Store, tmp_path: Path) -> None:

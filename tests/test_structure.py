@@ -137,3 +137,94 @@ def assert_no_cycle(files: list[Path], top_level_only: bool) -> None:
     for n in graph:
         if n not in seen:
             visit(n)
+
+
+# --------------------------------------------------------------------------- the CLI only asks and shows
+CLI_BODY_LIMIT = 60  # lines of a function's body in survey/cli/, its docstring and signature aside
+
+
+def long_functions(path: Path, limit: int) -> list[str]:
+    """The functions of ``path`` whose body (after the docstring) spans more than ``limit`` lines."""
+    out = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            continue
+        body = node.body
+        if isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant) \
+                and isinstance(body[0].value.value, str):
+            body = body[1:]
+        if body and (lines := (body[-1].end_lineno or body[-1].lineno) - body[0].lineno + 1) > limit:
+            out.append(f"{path.relative_to(ROOT) if path.is_relative_to(ROOT) else path.name}::{node.name} "
+                       f"({lines} lines)")
+    return out
+
+
+def test_no_cli_function_does_a_flows_work() -> None:
+    """A command parses its arguments, calls a flow (or verdicts, render) and shows the
+    answer: no function of survey/cli/ has a body over CLI_BODY_LIMIT lines."""
+    assert [f for p in sorted((ROOT / "survey" / "cli").glob("*.py")) for f in long_functions(p, CLI_BODY_LIMIT)] == []
+
+
+def test_the_length_check_counts_the_body(tmp_path: Path) -> None:
+    (tmp_path / "m.py").write_text('def f(\n    a: int,\n) -> None:\n    """doc\n\n    more."""\n'
+                                   + "    x = 1\n" * 3 + "\n\ndef g() -> None:\n    pass\n")
+    assert long_functions(tmp_path / "m.py", 3) == [] and long_functions(tmp_path / "m.py", 2) == ["m.py::f (3 lines)"]
+
+
+# --------------------------------------------------------------------------- api/ is layered too
+# api's modules, lowest first. A module imports only the api modules of the layers before
+# it; none imports another of its own layer.
+API_LAYERS = [
+    ["clip", "httpguard", "middleware", "pages", "render", "schemas"],  # no api import: limits, HTML, models
+    ["formats"],                        # one resource in every format (uses render, clip, middleware)
+    ["errors"],                         # the one error format (in every format)
+    ["names", "pool"],                  # names, the store's threads
+    ["cache"],                          # the matrix cache (its work runs in the pool)
+    ["replay", "storewatch", "upload", "shared"],  # what the views share, and the app's services
+    ["openapi"],                        # the OpenAPI document (its limits from upload)
+    ["badges", "candidates", "changes", "check", "diff", "docs", "history", "matrix", "meta", "runs"],  # a view
+    ["app"],                            # the app: middleware, error handling, every view's routes
+    ["serve", "publish"],               # entry points: serve the app, or publish its pages
+]
+API_RANK = {mod: i for i, layer in enumerate(API_LAYERS) for mod in layer}
+
+
+def api_files() -> list[Path]:
+    return sorted(p for p in (ROOT / "api").glob("*.py") if p.name != "__init__.py")
+
+
+def api_module_of(mod: str) -> str | None:
+    """The api module an import names (``api.x``, ``api.x.y`` or ``from api import x``), or None."""
+    parts = mod.split(".")
+    return parts[1] if parts[0] == "api" and len(parts) > 1 and parts[1] in API_RANK else None
+
+
+def upward_api_imports(files: list[Path]) -> list[str]:
+    bad = []
+    for path in files:
+        own = path.stem
+        others = {o for mod in imported_modules(path, top_level_only=False)
+                  if (o := api_module_of(mod)) is not None and o != own}
+        bad += [f"{path.name} imports api.{o} ({o} is not below {own})" for o in sorted(others)
+                if API_RANK[o] >= API_RANK[own]]
+    return bad
+
+
+def test_api_modules_are_each_in_a_layer() -> None:
+    """Every module of api/ is declared in API_LAYERS (a new one is placed there), and api/ has no package."""
+    assert sorted(p.stem for p in api_files()) == sorted(API_RANK)
+    assert [p.name for p in (ROOT / "api").iterdir() if (p / "__init__.py").exists()] == []
+
+
+def test_no_upward_or_sideways_import_in_api() -> None:
+    """A view never imports another view (what two share is in api/shared.py), the app's
+    services never import a view, and nothing below the app imports it."""
+    assert upward_api_imports(api_files()) == []
+
+
+def test_the_api_layer_check_sees_a_view_import(tmp_path: Path) -> None:
+    view = tmp_path / "badges.py"
+    view.write_text("from api import cache\nfrom api.matrix import one_of\n\n\ndef f() -> None:\n"
+                    "    from api import app\n")
+    assert upward_api_imports([view]) == ["badges.py imports api.app (app is not below badges)",
+                                          "badges.py imports api.matrix (matrix is not below badges)"]

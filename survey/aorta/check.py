@@ -50,7 +50,7 @@ from survey.aorta.command import AortaSays, ask_aorta, interpreters, judge
 from survey.aorta.environments import AortaEnvironment, find_aorta_python, load_environments
 from survey.aorta.mitigations import Registry, load_mitigations, overlay
 from survey.aorta.overlays import answer_environment, evidence_facts
-from survey.aorta.proton_rules import mode_dropped, resolve_auto
+from survey.aorta.proton_rules import is_vendor, mode_dropped, resolve_auto
 from survey.aorta.recipe import Cell, EnvironmentRef, ProtonConfig, Recipe, load_recipe
 from survey.aorta.targets import AortaTarget, survey_target
 from survey.aorta.workloads import Reach, collector_reach
@@ -62,7 +62,7 @@ from survey.evidence.queries import mode_label
 from survey.flows.check import check_run, check_stored, check_target
 from survey.flows.run import ProbeSettings, survey_one
 from survey.verdicts.answers import NO, UNKNOWN, Answer
-from survey.verdicts.verdict import Cause, CheckResult
+from survey.verdicts.verdict import Cause, CheckEvidence, CheckResult
 
 ROCPROFILER_SDK = "librocprofiler-sdk.so"
 REGISTRY_SINCE = (3, 8, 0)  # get_available_profilers() exists from this release on
@@ -94,24 +94,31 @@ class CellCheck:
         return self.decision.exit_code if self.decision is not None else exitcodes.OK
 
     @property
-    def verdict(self) -> str:
-        return self.decision.verdict if self.decision is not None else "not_applicable"
+    def verdict(self) -> L.CellVerdict:
+        return self.decision.verdict if self.decision is not None else L.CellVerdict.NOT_APPLICABLE
+
+    def answer(self) -> L.RecipeCell:
+        """What ``survey check --recipe R --json`` prints for the cell."""
+        head: dict[str, Any] = {
+            "cell": self.cell, "where": self.where, "cell_environment": self.environment,
+            "mitigations": list(self.mitigations), "checked_in": self.checked_in,
+            "configuration": self.configuration, "proton_mode": self.proton_mode, "auto": self.auto,
+            "mode_dropped": self.mode_dropped, "collectors": list(self.collectors)}
+        if self.result is None or self.decision is None:
+            return L.RecipeCellSkipped(
+                **head, exit_code=exitcodes.OK, verdict=L.CellVerdict.NOT_APPLICABLE, cause=None,
+                reason=f"this cell collects no proton (collectors: {', '.join(self.collectors) or 'none'})",
+                fix=None, links=[])
+        d = self.decision
+        evidence = {k: getattr(self.result, k) for k in CheckEvidence.model_fields}
+        return L.RecipeCellAnswer(
+            **head, exit_code=d.exit_code, verdict=d.verdict, cause=d.cause, reason=d.reason, fix=d.fix, **evidence,
+            decided_by=d.link,
+            condition=next((lk.facts.get("condition") for lk in self.links if lk.answer == L.CONDITIONAL), None),
+            links=self.links)
 
     def as_dict(self) -> dict[str, Any]:
-        head = {"cell": self.cell, "where": self.where, "cell_environment": self.environment,
-                "mitigations": list(self.mitigations), "checked_in": self.checked_in,
-                "configuration": self.configuration, "proton_mode": self.proton_mode, "auto": self.auto,
-                "mode_dropped": self.mode_dropped, "collectors": list(self.collectors)}
-        if self.result is None or self.decision is None:
-            return {**head, "exit_code": exitcodes.OK, "verdict": "not_applicable", "cause": None,
-                    "reason": "this cell collects no proton (collectors: "
-                              f"{', '.join(self.collectors) or 'none'})", "fix": None, "links": []}
-        d = self.decision
-        return {**head, **self.result.as_dict(), "exit_code": d.exit_code, "verdict": d.verdict, "cause": d.cause,
-                "reason": d.reason, "fix": d.fix, "decided_by": d.link,
-                "condition": next((lk.facts.get("condition") for lk in self.links if lk.answer == L.CONDITIONAL),
-                                  None),
-                "links": [lk.as_dict() for lk in self.links]}
+        return self.answer().model_dump(mode="json")
 
 
 def overall_exit(cells: list[CellCheck]) -> int:
@@ -136,9 +143,8 @@ class Evidence:
     notes: list[str] = field(default_factory=list)
 
 
-def _failure(checked_in: str | None, cause: str, reason: str, fix: str | None, **kw: Any) -> Evidence:
-    c = Cause(cause)
-    return Evidence(checked_in, None, CheckResult(verdict=c.verdict, cause=c, reason=reason, fix=fix,
+def _failure(checked_in: str | None, cause: Cause, reason: str, fix: str | None, **kw: Any) -> Evidence:
+    return Evidence(checked_in, None, CheckResult(verdict=cause.verdict, cause=cause, reason=reason, fix=fix,
                                                   target=checked_in or "", backend="", mode=None, **kw))
 
 
@@ -169,11 +175,11 @@ def aorta_evidence(store: Store, at: AortaTarget, *, timeout: float, platform: s
     name = at.name
     why = at.unusable
     if why is not None:
-        return _failure(None, "environment_unresolved", why, None)
+        return _failure(None, Cause.ENVIRONMENT_UNRESOLVED, why, None)
     if platform is not None:
         with store.session() as s:
             if name not in {c.name for c in queries.candidates(s)}:
-                return _failure(name, "not_probed", f"{name} has no stored evidence",
+                return _failure(name, Cause.NOT_PROBED, f"{name} has no stored evidence",
                                 "survey it on that platform (`survey run --aorta-environments FILE` there, or "
                                 f"`survey probe` and `survey ingest --candidate {name}`)")
             res = check_stored(s, name, name, O.BACKENDS[0], None, platform)
@@ -183,7 +189,7 @@ def aorta_evidence(store: Store, at: AortaTarget, *, timeout: float, platform: s
     try:
         outcome = survey_target(store, at, ProbeSettings(timeout=timeout), report=lambda msg: say(f"{name}: {msg}"))
     except SurveyError as e:  # no launcher here (no container engine): nothing stored
-        return _failure(name, "not_probed", f"{name} cannot be probed here: {e.message}", e.hint)
+        return _failure(name, Cause.NOT_PROBED, f"{name} cannot be probed here: {e.message}", e.hint)
     with store.session() as s:
         if outcome.run_id is not None and outcome.status in ("probed", "unchanged"):
             return Evidence(name, outcome.run_id)
@@ -193,7 +199,7 @@ def aorta_evidence(store: Store, at: AortaTarget, *, timeout: float, platform: s
             return Evidence(name, older.id, notes=[f"{name} could not be probed again here ({outcome.status}: "
                                                    f"{outcome.message}); answered from run #{older.id}, which may "
                                                    "not be its current state"])
-    return _failure(name, "not_probed", f"{name} could not be probed here ({outcome.status}): {outcome.message}",
+    return _failure(name, Cause.NOT_PROBED, f"{name} could not be probed here ({outcome.status}): {outcome.message}",
                     "probe it where it can be obtained and `survey ingest` the report", platform=here.key)
 
 
@@ -204,8 +210,8 @@ def measure_overlay(store: Store, target: str | None, name: str, overlay: Mappin
     from survey.environments.launchers.python import PythonLauncher
 
     if target is None or not (os.path.exists(target) or shutil.which(target)):
-        return _failure(name, "not_probed", f"--measure probes TARGET with the cell's variables set: {target!r} is not "
-                                            "an interpreter here", "give TARGET as the interpreter's path")
+        return _failure(name, Cause.NOT_PROBED, f"--measure probes TARGET with the cell's variables set: {target!r} "
+                                                "is not an interpreter here", "give TARGET as the interpreter's path")
     say(f"{name}: probing {target} with {', '.join(sorted(overlay))} set")
     launcher = PythonLauncher(target, env=dict(overlay))
     outcome = survey_one(store, name, f"{target} with {', '.join(sorted(overlay))} set", "python",
@@ -213,7 +219,8 @@ def measure_overlay(store: Store, target: str | None, name: str, overlay: Mappin
                          ProbeSettings(timeout=timeout), report=lambda msg: say(f"{name}: {msg}"))
     if outcome.run_id is not None and outcome.status in ("probed", "unchanged"):
         return Evidence(name, outcome.run_id)
-    return _failure(name, "not_probed", f"{name} could not be probed here ({outcome.status}): {outcome.message}", None)
+    return _failure(name, Cause.NOT_PROBED, f"{name} could not be probed here ({outcome.status}): {outcome.message}",
+                    None)
 
 
 # --------------------------------------------------------------------------- what starts
@@ -232,15 +239,15 @@ def _registry_missing(run: m.Run) -> bool:
         return True
 
 
-def _unanswered(res: CheckResult, code: int, verdict: str, cause: str, reason: str, fix: str | None,
+def _unanswered(res: CheckResult, cause: Cause, reason: str, fix: str | None,
                 backend_present: Answer | None = None) -> CheckResult:
-    """``res`` (its evidence fields kept) answering for a backend that could not be settled."""
+    """``res`` (its evidence fields kept) answering for a backend that could not be settled:
+    its verdict (and so its exit code) is the cause's."""
     why = "no backend is selected" if backend_present is not None else "which backend runs is not settled"
-    c = Cause(cause)  # its verdict and exit code are the cause's (``code`` and ``verdict`` say the same)
-    assert c.verdict == verdict and c.verdict.exit_code == code, (cause, verdict, code)
     return res.model_copy(update=dict(
-        verdict=c.verdict, cause=c, reason=reason, fix=fix, backend_present=backend_present or Answer(UNKNOWN, why),
-        mode_accepted=Answer(UNKNOWN, why), library_loads=Answer(UNKNOWN, why), live_outcome=None, details=[]))
+        verdict=cause.verdict, cause=cause, reason=reason, fix=fix,
+        backend_present=backend_present or Answer(UNKNOWN, why), mode_accepted=Answer(UNKNOWN, why),
+        library_loads=Answer(UNKNOWN, why), live_outcome=None, details=[]))
 
 
 def cli_drops_mode(view: L.ReportView | None, run: m.Run, launch: str, mode: str | None) -> tuple[str | None, str]:
@@ -274,29 +281,29 @@ def answer(s: Any, run: m.Run, checked_in: str, proton: ProtonConfig,
     if backend == "auto":
         base = check_run(s, run, checked_in, O.BACKENDS[0], None).model_copy(
             update={"backend": "auto", "mode": proton.mode})
-        if base.cause == "no_triton":
+        if base.cause is Cause.NO_TRITON:
             return base, None, None
-        vendor = run.platform.vendor if run.platform is not None else "unknown"
-        if vendor not in ("nvidia", "amd", "none"):
-            return _unanswered(base, exitcodes.NOT_ENOUGH_EVIDENCE, "not_enough_evidence", "not_checked",
+        vendor = run.platform.vendor if run.platform is not None else identity.UNKNOWN_VENDOR
+        if not is_vendor(vendor):
+            return _unanswered(base, Cause.NOT_CHECKED,
                                "backend auto: Proton picks from the GPU target, and this evidence does not say "
                                f"which GPU vendor it ran on (platform {base.platform})",
                                "probe again with the current probe (its report records the platform), or name "
                                "the backend"), None, None
         if _registry_missing(run):
-            return _unanswered(base, exitcodes.NOT_ENOUGH_EVIDENCE, "not_enough_evidence", "not_checked",
+            return _unanswered(base, Cause.NOT_CHECKED,
                                f"backend auto: Triton {run.triton_version} selects from its profiler registry, "
                                "which the probe did not read here",
                                "probe again (`survey probe`), or name the backend"), None, None
-        choice, auto = resolve_auto(vendor, run.profilers, _loads(run, ROCPROFILER_SDK))  # type: ignore[arg-type]
+        choice, auto = resolve_auto(vendor, run.profilers, _loads(run, ROCPROFILER_SDK))
         if choice is None:
             if vendor == "none":
-                return _unanswered(base, exitcodes.NOT_ENOUGH_EVIDENCE, "not_enough_evidence", "no_gpu", auto,
+                return _unanswered(base, Cause.NO_GPU, auto,
                                    "probe on a GPU host (`survey probe` there, then `survey ingest` the report), "
                                    "or ask about a GPU platform that has evidence with --platform",
                                    Answer(UNKNOWN, auto)), auto, None
             present = Answer(NO, auto, "registry")
-            return _unanswered(base, exitcodes.CANNOT_RUN, "cannot_run", "backend_absent", auto,
+            return _unanswered(base, Cause.BACKEND_ABSENT, auto,
                                "name a backend this build registers (" + ", ".join(run.profilers or []) + ")",
                                present), auto, None
         backend = choice
@@ -353,12 +360,12 @@ def command_link(recipe: Recipe, cell: Cell, command: list[str] | None, aorta: A
     if recipe.shape != "probe" or cell.proton is None:
         return None
     got = judge(cell.proton.launch, command, said, aorta)
-    cause = {"no": "command_refused", "unknown": "command_not_given"}.get(got.answer)
+    cause = {L.NO: "command_refused", L.UNKNOWN: "command_not_given"}.get(got.answer)
     fix = None
-    if got.answer == "no":
+    if got.answer == L.NO:
         fix = ("launch the workload as `python script.py ...` (or `python -m pytest`, `pytest`), or use mode: env "
                "and have the workload call proton.start()/proton.finalize() itself")
-    elif got.answer == "unknown":
+    elif got.answer == L.UNKNOWN:
         fix = "give the command after --: survey check --recipe R [TARGET] -- COMMAND..."
     return L.Link("command", got.answer, got.basis, cause, fix, got.source, got.facts)
 
@@ -418,17 +425,17 @@ def attach_link(proton: ProtonConfig) -> L.Link:
 
 
 def collector_link(reach: Reach) -> L.Link:
-    cause = {"no": "not_attached", "unknown": "not_checked"}.get(reach.answer)
+    cause = {L.NO: "not_attached", L.UNKNOWN: Cause.NOT_CHECKED}.get(reach.answer)
     fix = ("run the command as a mode: probe recipe (`aorta sweep run --recipe R -- COMMAND`), whose "
-           "`_subprocess` workload gets the collector") if reach.answer == "no" else None
+           "`_subprocess` workload gets the collector") if reach.answer == L.NO else None
     return L.Link("collector", reach.answer, reach.basis, cause, fix, reach.aorta, {"aorta": reach.aorta})
 
 
 def environment_link(where: str, layers: list[tuple[str, Mapping[str, str]]], run: m.Run, view: L.ReportView,
                      proton: ProtonConfig, backend: str, mode: str | None, notes: list[str]) -> L.Link:
     ident_env = ((run.environment.resolved or {}).get("env") if run.environment is not None else None) or {}
-    facts = evidence_facts(run.platform.vendor if run.platform is not None else "unknown", view.doc, ident_env,
-                           run.modes)
+    vendor = run.platform.vendor if run.platform is not None else identity.UNKNOWN_VENDOR
+    facts = evidence_facts(vendor, view.doc, ident_env, run.modes)
     variables, moved = answer_environment(layers, facts, proton.backend, backend, mode)
     info = {"checked_in": where, "run": run.id, "layers": [name for name, _env in layers],
             "variables": [v.as_dict() for v in variables], "device_translation": moved, "notes": notes}
@@ -459,7 +466,7 @@ def start_link(res: CheckResult, proton: ProtonConfig, view: L.ReportView, src: 
     past them (each measured by an option record of the report)."""
     facts = {"backend": res.backend, "mode": res.mode, "live_outcome": res.live_outcome, "auto": auto,
              "mode_dropped": dropped}
-    if res.cause in ("capture_empty", "capture_failed") or res.exit_code == exitcodes.OK:
+    if res.cause in (Cause.CAPTURE_EMPTY, Cause.CAPTURE_FAILED) or res.exit_code == exitcodes.OK:
         how = [x for x in (auto, dropped) if x]
         head = L.Link("start", L.YES, f"proton.start(backend={res.backend!r}, mode={res.mode!r}) succeeded here"
                       + (f" ({'; '.join(how)})" if how else ""), None, None, src, facts)
@@ -479,13 +486,13 @@ def start_link(res: CheckResult, proton: ProtonConfig, view: L.ReportView, src: 
         what = f"{option}={value}"
         if view.options is None:
             parts.append(L.Link("start", L.UNKNOWN, f"{what} was not measured: this report predates the option "
-                                                    "checks (report schema 3)", "not_checked",
+                                                    "checks (report schema 3)", Cause.NOT_CHECKED,
                                 "probe again with the current probe", src))
             continue
         cap = view.option(option, value, res.backend)
         if cap is None:
             parts.append(L.Link("start", L.UNKNOWN, f"{what} with {res.backend} was not measured here",
-                                "not_checked", "probe again with the current probe", src))
+                                Cause.NOT_CHECKED, "probe again with the current probe", src))
             continue
         failed = L.option_capture_link(cap, what, src)
         parts.append(failed or L.Link("start", L.YES, f"{what} measured to work here", None, None, src,
@@ -524,7 +531,7 @@ def capture_link(res: CheckResult, proton: ProtonConfig, view: L.ReportView, run
 
 
 def _not_evaluated(name: str, why: str) -> L.Link:
-    return L.Link(name, L.UNKNOWN, f"not evaluated: {why}", "not_checked")
+    return L.Link(name, L.UNKNOWN, f"not evaluated: {why}", Cause.NOT_CHECKED)
 
 
 # --------------------------------------------------------------------------- the recipe
@@ -677,11 +684,11 @@ def check_recipe(
                 notes.append(f"checked in {ev.checked_in or fixed.name}, not in the environment the cell names "
                              f"({ref.name})")
         elif env is None:
-            ev = _failure(None, "environment_unresolved", _unresolved_cell(ref, registry, files), None)
+            ev = _failure(None, Cause.ENVIRONMENT_UNRESOLVED, _unresolved_cell(ref, registry, files), None)
         elif env.kind == "local":
             what = ("aorta's own process" if env.name in LOCAL_ENVIRONMENTS
                     else f"aorta's own process with the baseline {', '.join(sorted(env.env))} (it names only env)")
-            ev = _failure(None, "environment_unresolved",
+            ev = _failure(None, Cause.ENVIRONMENT_UNRESOLVED,
                           f"aorta environment {env.name!r} is {what}: which Python the cell's command runs in is not "
                           "named here", "give TARGET, the interpreter the cell's command runs in: the cell is "
                                         "checked there" + (" with that baseline" if env.env else ""))
@@ -741,6 +748,15 @@ def aorta_target(registry: Mapping[str, AortaEnvironment], name: str, *, engine:
     if at.unusable is not None:
         raise UnknownTarget(at.unusable)
     return at
+
+
+def check_in_aorta_environment(store: Store, environment_files: list[Path] | None, name: str, backend: str,
+                               mode: str | None, *, timeout: float, engine: str | None, pull: str,
+                               platform: str | None, say: Callable[[str], None]) -> tuple[str, CheckResult]:
+    """``survey check --aorta-environment NAME [--aorta-environments FILE...]``: the
+    environment's name as a target, and the answer there."""
+    at = aorta_target(load_environments(environment_files or None), name, engine=engine, pull=pull)
+    return at.name, check_aorta_environment(store, at, backend, mode, timeout=timeout, platform=platform, say=say)
 
 
 def check_aorta_environment(store: Store, at: AortaTarget, backend: str, mode: str | None, *, timeout: float,

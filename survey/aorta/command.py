@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any, Optional, Sequence
 
 from survey.aorta import model
+from survey.aorta.links import NO, UNKNOWN, YES, LinkWord
 
 # Runs in a Python that may have aorta: its version, whether its loader takes the
 # recipe, and what its proton wrap does with the command under each options set.
@@ -116,7 +117,7 @@ def ask_aorta(pythons: Sequence[str], recipe: Optional[Path], sidecars: Sequence
 
 @dataclass(frozen=True)
 class CommandAnswer:
-    answer: str  # yes | no | unknown
+    answer: LinkWord  # yes | no | unknown
     basis: str
     source: str  # aorta's own code (version, python) or the declared model (version)
     facts: dict[str, Any]
@@ -129,10 +130,10 @@ def judge(launch: str, argv: Optional[Sequence[str]], said: Optional[dict[str, A
     else from the declared model."""
     if argv is None:
         if launch == "env":
-            return CommandAnswer("yes", "mode: env runs the command as it is (none was given here), with "
+            return CommandAnswer(YES, "mode: env runs the command as it is (none was given here), with "
                                         "AORTA_PROTON_* in front of it; it must call proton.start() and "
                                         "proton.finalize() itself", model.MODEL, {"command": None})
-        return CommandAnswer("unknown", "the command was not given: under mode: cli aorta wraps only a Python "
+        return CommandAnswer(UNKNOWN, "the command was not given: under mode: cli aorta wraps only a Python "
                                         "script launch (`python script.py`, `python -m pytest`, `pytest`) and "
                                         "refuses anything else at setup; give it after -- (`survey check --recipe R "
                                         "[TARGET] -- COMMAND`)", model.MODEL, {"command": None})
@@ -142,17 +143,17 @@ def judge(launch: str, argv: Optional[Sequence[str]], said: Optional[dict[str, A
         if said.get("wraps"):
             how = ("runs it as it is, with AORTA_PROTON_* in front of it; the command must call proton.start() and "
                    "proton.finalize() itself" if launch == "env" else "wraps it in Proton's command line")
-            return CommandAnswer("yes", f"mode: {launch}: aorta {how}", aorta.source, facts)
-        return CommandAnswer("no", f"mode: {launch}: aorta refuses the command at the trial's setup, before anything "
+            return CommandAnswer(YES, f"mode: {launch}: aorta {how}", aorta.source, facts)
+        return CommandAnswer(NO, f"mode: {launch}: aorta refuses the command at the trial's setup, before anything "
                                    f"launches: {said.get('error')}", aorta.source, facts)
     version = aorta.version if aorta is not None else None
     if launch == "env":
-        return CommandAnswer("yes", "mode: env: aorta runs the command as it is, with AORTA_PROTON_* in front of it; "
+        return CommandAnswer(YES, "mode: env: aorta runs the command as it is, with AORTA_PROTON_* in front of it; "
                                     "the command must call proton.start() and proton.finalize() itself",
                              model.model_of(version), facts)
     rule = model.cli_rule(argv)
     facts["kind"] = rule.kind
     if rule.wraps:
-        return CommandAnswer("yes", f"mode: cli: {rule.why}", model.model_of(version), facts)
-    return CommandAnswer("no", f"mode: cli: aorta refuses the command at the trial's setup, before anything "
+        return CommandAnswer(YES, f"mode: cli: {rule.why}", model.model_of(version), facts)
+    return CommandAnswer(NO, f"mode: cli: aorta refuses the command at the trial's setup, before anything "
                                f"launches: {rule.why}", model.model_of(version), facts)

@@ -39,25 +39,56 @@ from __future__ import annotations
 
 import json
 from dataclasses import asdict, dataclass, field
-from typing import Any, Optional
+from enum import StrEnum
+from typing import Annotated, Any, Literal, Optional
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from db import models as m
 from probes import outcomes as O
 from survey.core import exitcodes
+from survey.verdicts.verdict import Cause, CheckEvidence, Verdict
 
-YES, NO, UNKNOWN, CONDITIONAL, NOT_APPLICABLE = "yes", "no", "unknown", "conditional", "not_applicable"
+LinkWord = Literal["yes", "no", "unknown", "conditional", "not_applicable"]
+YES: Literal["yes"] = "yes"
+NO: Literal["no"] = "no"
+UNKNOWN: Literal["unknown"] = "unknown"
+CONDITIONAL: Literal["conditional"] = "conditional"
+NOT_APPLICABLE: Literal["not_applicable"] = "not_applicable"
 ORDER = ("recipe", "options", "cell", "attach", "command", "collector", "environment", "start", "capture")
 # Links measured at run time in the evidence's environment: a "no" of theirs holds for
 # the trial only where that environment is the trial's (the environment link holds).
 RUN_TIME = ("start", "capture")
 # A start "no" that is a fact of the build, whatever the environment's variables.
-BUILD_CAUSES = ("backend_absent", "unknown_backend", "mode_refused", "no_triton")
+BUILD_CAUSES = (Cause.BACKEND_ABSENT, O.UNKNOWN_BACKEND, Cause.MODE_REFUSED, Cause.NO_TRITON)
+
+
+class CellVerdict(StrEnum):
+    """Will a recipe cell leave a profile? ``survey check``'s three verdicts, and two of
+    a cell's own: a profile only on a stated condition, and no proton collector at all."""
+
+    RUNS = Verdict.RUNS.value
+    CANNOT_RUN = Verdict.CANNOT_RUN.value
+    NOT_ENOUGH_EVIDENCE = Verdict.NOT_ENOUGH_EVIDENCE.value
+    CONDITIONAL = "conditional"
+    NOT_APPLICABLE = "not_applicable"
+
+    @property
+    def exit_code(self) -> int:
+        return _CELL_EXIT[self]
+
+
+_CELL_EXIT = {CellVerdict.RUNS: exitcodes.OK, CellVerdict.CANNOT_RUN: exitcodes.CANNOT_RUN,
+              CellVerdict.NOT_ENOUGH_EVIDENCE: exitcodes.NOT_ENOUGH_EVIDENCE,
+              CellVerdict.CONDITIONAL: exitcodes.CONDITIONAL, CellVerdict.NOT_APPLICABLE: exitcodes.OK}
 
 
 @dataclass
 class Link:
+    __pydantic_config__ = ConfigDict(extra="forbid")
+
     link: str  # one of ORDER
-    answer: str  # yes | no | unknown
+    answer: LinkWord
     basis: str  # what the answer rests on: a measurement (and where), aorta's or Triton's code, or why unknown
     cause: Optional[str] = None  # for no / unknown
     fix: Optional[str] = None
@@ -70,12 +101,80 @@ class Link:
 
 @dataclass
 class Decision:
-    exit_code: int
-    verdict: str  # runs | cannot_run | not_enough_evidence | conditional
+    verdict: CellVerdict  # never not_applicable: a cell without proton has no decision
     cause: Optional[str]
     reason: str
     fix: Optional[str]
     link: Optional[str]  # the deciding link; None when every link holds
+
+    @property
+    def exit_code(self) -> int:
+        return self.verdict.exit_code
+
+
+# --------------------------------------------------------------------------- the answer printed
+class _CellHead(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    cell: str
+    where: Annotated[str, Field(description="where the cell was checked, and why there")]
+    cell_environment: Annotated[str | None, Field(
+        description="the environment the cell names (null: the recipe's shape names none)")]
+    mitigations: list[str]
+    checked_in: Annotated[str | None, Field(
+        description="TARGET, or aorta:<name> (null: nothing could be checked)")]
+    configuration: Annotated[dict[str, str] | None, Field(
+        description="aorta's proton options for the cell (null: no proton collector)")]
+    proton_mode: Annotated[str | None, Field(description="the --mode aorta renders from them")]
+    auto: Annotated[str | None, Field(description="how backend: auto resolves there")]
+    mode_dropped: Annotated[str | None, Field(description="why the mode never reaches Proton there")]
+    collectors: list[str]
+
+
+class _CellDecision(BaseModel):
+    exit_code: Annotated[int, Field(description="the verdict's: 0 runs or not_applicable, 2 cannot_run, "
+                                                "3 not_enough_evidence, 8 conditional")]
+    verdict: CellVerdict
+    cause: Annotated[str | None, Field(description="the deciding link's cause")]
+    reason: Annotated[str, Field(description="the deciding link and what it rests on")]
+    fix: str | None
+
+    @model_validator(mode="after")
+    def _exit_is_the_verdicts(self) -> _CellDecision:
+        if self.exit_code != self.verdict.exit_code:
+            raise ValueError(f"exit code {self.exit_code} is not {self.verdict}'s ({self.verdict.exit_code})")
+        return self
+
+
+class RecipeCellAnswer(CheckEvidence, _CellDecision, _CellHead):
+    """A recipe cell with a proton collector: will it leave a profile, decided over its
+    links, with what ``proton.start`` there rests on (the fields of a check's evidence)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    decided_by: Annotated[str | None, Field(description="the deciding link (null: every link holds)")]
+    condition: Annotated[str | None, Field(description="for conditional: the condition on the workload")]
+    links: list[Link]
+
+    @model_validator(mode="after")
+    def _decided(self) -> RecipeCellAnswer:
+        if self.verdict is CellVerdict.NOT_APPLICABLE:
+            raise ValueError("a cell with a proton collector is decided")
+        return self
+
+
+class RecipeCellSkipped(_CellDecision, _CellHead):
+    """A recipe cell that collects no proton: nothing to decide."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    verdict: Literal[CellVerdict.NOT_APPLICABLE]
+    cause: None
+    fix: None
+    links: Annotated[list[Link], Field(max_length=0)]
+
+
+RecipeCell = RecipeCellAnswer | RecipeCellSkipped
 
 
 def decide(links: list[Link]) -> Decision:
@@ -86,21 +185,21 @@ def decide(links: list[Link]) -> Decision:
     env_unknown = any(lk.link == "environment" and lk.answer == UNKNOWN for lk in links)
     for lk in links:
         if lk.answer == NO and not (env_unknown and lk.link in RUN_TIME and lk.cause not in BUILD_CAUSES):
-            return Decision(exitcodes.CANNOT_RUN, "cannot_run", lk.cause, f"{lk.link}: {lk.basis}", lk.fix, lk.link)
+            return Decision(CellVerdict.CANNOT_RUN, lk.cause, f"{lk.link}: {lk.basis}", lk.fix, lk.link)
     for lk in links:
         if lk.answer in (NO, UNKNOWN):
             basis = lk.basis if lk.answer == UNKNOWN else (
                 f"{lk.basis} (measured where the environment lacked a variable this cell sets, whose effect is "
                 "not known: not definite for this cell)")
-            return Decision(exitcodes.NOT_ENOUGH_EVIDENCE, "not_enough_evidence", lk.cause, f"{lk.link}: {basis}",
+            return Decision(CellVerdict.NOT_ENOUGH_EVIDENCE, lk.cause, f"{lk.link}: {basis}",
                             lk.fix, lk.link)
     for lk in links:
         if lk.answer == CONDITIONAL:
-            return Decision(exitcodes.CONDITIONAL, "conditional", lk.cause, f"{lk.link}: {lk.basis}", lk.fix,
+            return Decision(CellVerdict.CONDITIONAL, lk.cause, f"{lk.link}: {lk.basis}", lk.fix,
                             lk.link)
     last = {lk.link: lk for lk in links}
     said = [last[k].basis for k in ("start", "capture") if k in last]
-    return Decision(exitcodes.OK, "runs", None, "; ".join(said) or "every link holds", None, None)
+    return Decision(CellVerdict.RUNS, None, "; ".join(said) or "every link holds", None, None)
 
 
 # --------------------------------------------------------------------------- the report behind a run
@@ -176,9 +275,9 @@ def option_capture_link(cap: dict[str, Any], what: str, run_src: str) -> Optiona
         return None
     msg = cap.get("message") or cap.get("signal") or outcome
     if outcome == O.UNSUPPORTED_MODE:
-        return Link("start", NO, f"{what}: this build refuses it: {msg}", "mode_refused", None, run_src,
+        return Link("start", NO, f"{what}: this build refuses it: {msg}", Cause.MODE_REFUSED, None, run_src,
                     {"option": what, "outcome": outcome, "rule": cap.get("rule")})
-    word = {O.CRASH: "crashed", O.TIMEOUT: "hung"}.get(str(outcome), "option_failed")
+    word = {O.CRASH: Cause.CRASHED, O.TIMEOUT: Cause.HUNG}.get(str(outcome), "option_failed")
     return Link("start", NO, f"{what}: a capture with it failed here: {outcome}: {msg}", word, None, run_src,
                 {"option": what, "outcome": outcome, "rule": cap.get("rule"), "signal": cap.get("signal")})
 
@@ -187,7 +286,7 @@ def capture_link(cap: Optional[dict[str, Any]], what: str, run_src: str, schema:
     """Whether one capture recorded what its backend measures."""
     if cap is None:
         return Link("capture", UNKNOWN, f"no capture of {what} was measured here, so whether its profile records "
-                                        "anything is not established", "not_checked",
+                                        "anything is not established", Cause.NOT_CHECKED,
                     "probe again with captures (`survey probe`: captures run where a GPU is)", run_src)
     outcome = cap.get("outcome")
     rec = cap.get("recorded")
@@ -199,17 +298,19 @@ def capture_link(cap: Optional[dict[str, Any]], what: str, run_src: str, schema:
     if outcome == O.EMPTY_CAPTURE:
         if (schema or 0) >= 3:
             return Link("capture", NO, f"a capture of {what} ran what the backend measures and recorded nothing: "
-                                       f"{cap.get('message')}", "capture_empty",
+                                       f"{cap.get('message')}", Cause.CAPTURE_EMPTY,
                         "check that your kernels give this backend something to record", run_src, facts)
         return Link("capture", UNKNOWN, f"proton.start() succeeded here, but the GELU capture of {what} recorded no "
                                         f"kernel ({cap.get('message')}); whether your run's capture will hold data "
-                                        "is not established", "capture_empty",
+                                        "is not established", Cause.CAPTURE_EMPTY,
                     "check that your kernels give this backend something to record", run_src, facts)
     msg = (cap.get("signal") if outcome == O.CRASH else None) or cap.get("message") or cap.get("signal") or outcome
-    word = {O.CRASH: "crashed", O.TIMEOUT: "hung"}.get(str(outcome), "capture_failed")
+    word = {O.CRASH: Cause.CRASHED, O.TIMEOUT: Cause.HUNG}.get(str(outcome), Cause.CAPTURE_FAILED)
     return Link("capture", NO, f"a capture of {what} failed here: {outcome}: {msg}", word, None, run_src, facts)
 
 
+# What a shape of workload does where its capture's cause is this.
+_WHAT_IT_DOES: dict[str, str] = {Cause.CRASHED: "dies", Cause.HUNG: "hangs", Cause.CAPTURE_EMPTY: "records nothing"}
 # The shapes of an instrumentation workload's kernels (probes/options.py KERNEL_SHAPES).
 SHAPES = ("scoped", "plain", "mixed")
 SHAPE_WORDS = {"scoped": "every Triton kernel in the session carries a proton.language scope",
@@ -233,8 +334,8 @@ def shape_links(view: ReportView, mode: Optional[str], run_src: str) -> dict[str
             other = view.option("kernels", shape, "instrumentation")
             why = (f"{what} was measured here in mode {other.get('mode') or 'default'} only" if other is not None
                    else f"{what} was not measured here (this report predates that check)")
-            out[shape] = Link("capture", UNKNOWN, why, "not_checked", "probe again with the current probe on that GPU",
-                              run_src)
+            out[shape] = Link("capture", UNKNOWN, why, Cause.NOT_CHECKED,
+                              "probe again with the current probe on that GPU", run_src)
             continue
         lk = capture_link(cap, what, run_src, view.schema)
         lk.facts["kernels"] = shape
@@ -266,8 +367,7 @@ def kernels_link(view: ReportView, mode: Optional[str], run_src: str) -> Link:
     parts = [f"collects if {' or '.join(SHAPE_WORDS[k] for k in yes)}"]
     for k, lk in shapes.items():
         if lk.answer == NO:
-            what = {"crashed": "dies", "hung": "hangs", "capture_empty": "records nothing"}.get(str(lk.cause),
-                                                                                              "fails")
+            what = _WHAT_IT_DOES.get(str(lk.cause), "fails")
             detail = lk.facts.get("signal") or lk.facts.get("outcome") or lk.cause
             parts.append(f"where {SHAPE_WORDS[k]}, it {what} on this build ({detail})")
         elif lk.answer == UNKNOWN:

@@ -46,8 +46,8 @@ from typing import Any, Mapping, Optional, Sequence
 
 from probes import facts as probe_facts
 from probes import outcomes as O
+from survey.aorta.links import NO, UNKNOWN, YES
 
-YES, NO, UNKNOWN = "yes", "no", "unknown"
 TRUE_VALUES = ("1", "true", "on", "yes")
 FALSE_VALUES = ("0", "false", "off", "no", "")
 QUEUE_INTERCEPTING = ("auto", "rocprofiler", "roctracer")  # the declared aorta release QUEUE_INTERCEPTING_BACKENDS

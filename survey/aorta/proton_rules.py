@@ -31,11 +31,17 @@ front-end parses ``-m/--mode`` (``triton/profiler/proton.py:22``) and then calls
 
 from __future__ import annotations
 
-from typing import Literal, Optional, Sequence
+from typing import Literal, Optional, Sequence, TypeGuard, get_args
 
 from survey.core.versions import release
 
 Vendor = Literal["nvidia", "amd", "none"]
+
+
+def is_vendor(name: str) -> TypeGuard[Vendor]:
+    """Whether a platform's vendor is one ``backend: auto`` resolves for."""
+    return name in get_args(Vendor)
+
 
 # The first release whose CLI passes --mode on to start() (read in the 3.8.0 wheel).
 MODE_PASSED_SINCE = (3, 8, 0)

@@ -30,9 +30,10 @@ from __future__ import annotations
 import json
 import subprocess
 from dataclasses import dataclass
-from typing import Optional
+from typing import Any, Optional
 
 from survey.aorta.environments import find_aorta_python
+from survey.aorta.links import NO, UNKNOWN, YES, LinkWord
 from survey.aorta.model import RELEASE
 
 SUBPROCESS = "_subprocess"
@@ -91,12 +92,12 @@ sys.stdout.write(json.dumps(out))
 class Reach:
     """Whether the workload gets the collector: ``yes`` | ``no`` | ``unknown``."""
 
-    answer: str
+    answer: LinkWord
     basis: str
     aorta: str  # which aorta's behaviour the answer describes, and where the workload was read
 
 
-def _installed(python: str, workload: str, timeout: float) -> dict | None:
+def _installed(python: str, workload: str, timeout: float) -> dict[str, Any] | None:
     try:
         proc = subprocess.run([python, "-c", _CHILD, workload], capture_output=True, timeout=timeout,
                               stdin=subprocess.DEVNULL)
@@ -118,15 +119,15 @@ def collector_reach(shape: str, workload: Optional[str], *, python: Optional[str
     release's list)."""
     rule = f"aorta {BEHAVIOUR_OF} wraps a command with its collectors only in SubprocessWorkload.setup"
     if shape == "proton-block":
-        return Reach("yes", "a top-level proton: block (survey's own shape, which aorta does not take) names no "
+        return Reach(YES, "a top-level proton: block (survey's own shape, which aorta does not take) names no "
                             "workload: it describes a run that starts Proton with these options", "recipe")
     if shape == "probe":
-        return Reach("yes", f"a mode: probe recipe runs the command given after `--` as `{SUBPROCESS}`; {rule}",
+        return Reach(YES, f"a mode: probe recipe runs the command given after `--` as `{SUBPROCESS}`; {rule}",
                      f"aorta {BEHAVIOUR_OF}")
     if not workload:
-        return Reach("unknown", "the recipe names no workload", f"aorta {BEHAVIOUR_OF}")
+        return Reach(UNKNOWN, "the recipe names no workload", f"aorta {BEHAVIOUR_OF}")
     if workload == SUBPROCESS:
-        return Reach("no", f"a triage recipe gives `{SUBPROCESS}` no command (only the probe flow, `aorta sweep "
+        return Reach(NO, f"a triage recipe gives `{SUBPROCESS}` no command (only the probe flow, `aorta sweep "
                            f"run --recipe R -- COMMAND` with mode: probe, supplies it), so its setup fails before "
                            "anything is profiled", f"aorta {BEHAVIOUR_OF}")
     py = python or find_aorta_python()
@@ -138,23 +139,23 @@ def collector_reach(shape: str, workload: Optional[str], *, python: Optional[str
                     f" (the installed aorta is {version}, whose wrapping was not read: this assumes it is "
                     f"unchanged)") + f"; workloads read from the aorta.workloads entry points of {py}")
             if "error" in got:
-                return Reach("unknown", f"workload {workload!r} did not load there: {got['error']}", said)
+                return Reach(UNKNOWN, f"workload {workload!r} did not load there: {got['error']}", said)
             if "workload" not in got:
-                return Reach("unknown", f"workload {workload!r} is not registered in the installed aorta "
+                return Reach(UNKNOWN, f"workload {workload!r} is not registered in the installed aorta "
                                         f"(registered: {', '.join(got.get('names') or []) or 'none'})", said)
             where = f"{workload!r} ({got['workload']['value']}, from {got['workload']['dist']})"
             if got.get("subclass"):
-                return Reach("yes", f"{where} is a SubprocessWorkload: its setup wraps its command; {rule}", said)
+                return Reach(YES, f"{where} is a SubprocessWorkload: its setup wraps its command; {rule}", said)
             if "subclass" not in got:
-                return Reach("unknown", f"{where}: the installed aorta registers no `{SUBPROCESS}` to compare "
+                return Reach(UNKNOWN, f"{where}: the installed aorta registers no `{SUBPROCESS}` to compare "
                                         "it with", said)
-            return Reach("no", f"{where} runs in aorta's own process (not a SubprocessWorkload), so no collector "
+            return Reach(NO, f"{where} runs in aorta's own process (not a SubprocessWorkload), so no collector "
                                f"is attached and the trial leaves no profile; {rule}", said)
     said = f"aorta {BEHAVIOUR_OF}'s behaviour and workloads " + (
         "(no aorta installed here to read)" if py is None else f"(the aorta of {py} could not be read)")
     if workload not in WORKLOADS:
-        return Reach("unknown", f"workload {workload!r} is not one of aorta {BEHAVIOUR_OF}'s "
+        return Reach(UNKNOWN, f"workload {workload!r} is not one of aorta {BEHAVIOUR_OF}'s "
                                 f"({', '.join(WORKLOADS)}) and no aorta is installed here to read its plugins",
                      said)
-    return Reach("no", f"{workload!r} runs in aorta's own process (not a SubprocessWorkload), so no collector is "
+    return Reach(NO, f"{workload!r} runs in aorta's own process (not a SubprocessWorkload), so no collector is "
                        f"attached and the trial leaves no profile; {rule}", said)

@@ -4,13 +4,17 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import TYPE_CHECKING, Annotated, Optional
 
 import typer
 
 from survey.cli.app import TRAILING, DbOpt, JsonOpt, TimeoutOpt, app, err, open_store, out, wants_json
 from survey.core.errors import UsageProblem, choose
 from survey.render.escape import json_text, rich_markup, terminal
+
+if TYPE_CHECKING:
+    from survey.aorta.check import CellCheck
+    from survey.verdicts.verdict import CheckResult
 
 
 @app.command("check")
@@ -50,14 +54,49 @@ def check_cmd(
     stated condition on the workload's kernels. With --recipe, the command a probe recipe runs goes after
     `--`, as to `aorta sweep run`: survey check --recipe R [TARGET] -- COMMAND..."""
     output_json = wants_json(fmt, output_json)
-    from survey.evidence import queries
-    from survey.flows import check as check_mod
+    command = TRAILING["command"]
+    _refuse_mistakes(target, backend, mode, recipe, aorta_environment, measure, platform, command)
+    store = open_store(db, create=platform is None)  # --platform: answered from the store, never made
 
+    def say(m: str) -> None:
+        err.print(terminal(m), markup=False)
+
+    if recipe is not None:
+        from survey.aorta import check as recipe_check
+
+        read, cells = recipe_check.check_recipe(
+            store, recipe, target=target, aorta_environment=aorta_environment,
+            environment_files=aorta_environments, catalog=catalog, timeout=timeout, engine=engine, pull=pull,
+            platform=platform, command=command, measure=measure, say=say)
+        _show_cells(cells, read.model_refuses, output_json)
+        raise typer.Exit(recipe_check.overall_exit(cells))
+    assert backend is not None
+    from survey.evidence.queries import mode_from_label
+
+    if aorta_environment is not None:
+        from survey.aorta import check as recipe_check
+
+        target, result = recipe_check.check_in_aorta_environment(
+            store, aorta_environments, aorta_environment, backend, mode_from_label(mode), timeout=timeout,
+            engine=engine, pull=pull, platform=platform, say=say)
+    else:
+        from survey.flows import check as check_mod
+
+        assert target is not None
+        result = check_mod.check_target(store, target, backend, mode_from_label(mode), catalog_path=catalog,
+                                        timeout=timeout, engine=engine, pull=pull, platform=platform, say=say)
+    _show_result(result, target, backend, mode, output_json)
+    raise typer.Exit(result.exit_code)
+
+
+def _refuse_mistakes(target: str | None, backend: str | None, mode: str | None, recipe: Path | None,
+                     aorta_environment: str | None, measure: bool, platform: str | None,
+                     command: list[str] | None) -> None:
+    """The combinations of arguments ``survey check`` refuses (exit 64), before anything is opened."""
     if target is not None and aorta_environment is not None:
         raise UsageProblem("give TARGET or --aorta-environment NAME, not both")
     if recipe is not None and (backend or mode):
         raise UsageProblem("give --recipe or --backend/--mode, not both")
-    command = TRAILING["command"]
     if measure and (recipe is None or target is None or platform is not None):
         raise UsageProblem("--measure needs --recipe and TARGET, and probes here (not with --platform)")
     if command is not None and recipe is None:
@@ -65,57 +104,41 @@ def check_cmd(
     if command is not None and not command:
         raise UsageProblem("nothing after --: give the command the recipe's cells run")
     if recipe is not None:
-        from survey.aorta import check as recipe_check
-
-        store = open_store(db, create=platform is None)  # --platform: answered from the store, never made
-        read, cells = recipe_check.check_recipe(
-            store, recipe, target=target, aorta_environment=aorta_environment,
-            environment_files=aorta_environments, catalog=catalog, timeout=timeout, engine=engine, pull=pull,
-            platform=platform, command=command, measure=measure, say=lambda m: err.print(terminal(m), markup=False))
-        refused = read.model_refuses
-        if refused:
-            from survey.aorta.model import NAME
-
-            err.print(terminal(f"note: {NAME} would refuse this recipe: {refused}"), markup=False)
-        if output_json:
-            sys.stdout.write(json_text([c.as_dict() for c in cells], indent=1) + "\n")
-        else:
-            for style, line in recipe_check.render(cells):
-                out.print(f"[{style}]{rich_markup(line)}[/]" if style else terminal(line), markup=bool(style),
-                          highlight=False)
-        raise typer.Exit(recipe_check.overall_exit(cells))
+        return
     if not backend:
         raise UsageProblem("--backend (or --recipe) is required")
     if target is None and aorta_environment is None:
         raise UsageProblem("give TARGET (or --aorta-environment NAME)")
     from probes import outcomes as O
+    from survey.evidence import queries
 
     choose(backend, O.BACKENDS, "backend")
     if mode is not None:
         modes = (queries.NO_MODE, *(x for x in O.COMMON_MODES if x), *O.INSTRUMENTATION_MODES)
         choose(mode.split(":", 1)[0], modes, "mode")
-    store = open_store(db, create=platform is None)  # --platform: answered from the store, never made
-    if aorta_environment is not None:
-        from survey.aorta import check as recipe_check
-        from survey.aorta.environments import load_environments
 
-        at = recipe_check.aorta_target(load_environments(aorta_environments or None), aorta_environment,
-                                       engine=engine, pull=pull)
-        target = at.name
-        result = recipe_check.check_aorta_environment(store, at, backend, queries.mode_from_label(mode),
-                                                      timeout=timeout, platform=platform,
-                                                      say=lambda m: err.print(terminal(m), markup=False))
-    else:
-        assert target is not None
-        result = check_mod.check_target(store, target, backend, queries.mode_from_label(mode),
-                                        catalog_path=catalog, timeout=timeout, engine=engine, pull=pull,
-                                        platform=platform, say=lambda m: err.print(terminal(m), markup=False))
+
+def _show_cells(cells: list[CellCheck], refused: str | None, output_json: bool) -> None:
+    from survey.aorta import check as recipe_check
+
+    if refused:
+        from survey.aorta.model import NAME
+
+        err.print(terminal(f"note: {NAME} would refuse this recipe: {refused}"), markup=False)
+    if output_json:
+        sys.stdout.write(json_text([c.as_dict() for c in cells], indent=1) + "\n")
+        return
+    for style, line in recipe_check.render(cells):
+        out.print(f"[{style}]{rich_markup(line)}[/]" if style else terminal(line), markup=bool(style),
+                  highlight=False)
+
+
+def _show_result(result: CheckResult, target: str, backend: str, mode: str | None, output_json: bool) -> None:
     if output_json:
         sys.stdout.write(json_text(result.as_dict(), indent=1) + "\n")
-    else:
-        from survey.render import check as view
+        return
+    from survey.render import check as view
 
-        out.print(view.head(result, target, backend, mode))
-        for line in view.lines(result):
-            out.print(terminal(line), markup=False)
-    raise typer.Exit(result.exit_code)
+    out.print(view.head(result, target, backend, mode))
+    for line in view.lines(result):
+        out.print(terminal(line), markup=False)

@@ -11,7 +11,7 @@ import typer
 
 from survey.cli.app import DbOpt, TimeoutOpt, app, err, open_store, out, split_commas
 from survey.core import exitcodes
-from survey.core.errors import InputError, InvalidReport, StoreUnusable, UsageProblem, choose
+from survey.core.errors import InputError, StoreUnusable, UsageProblem, choose
 from survey.render.escape import rich_markup, terminal
 
 
@@ -122,9 +122,9 @@ def ingest_cmd(
     read and checked before anything is stored; many are stored in batches of 500, one transaction each."""
     from survey.core import names
     from survey.environments import catalog as catalog_mod
-    from survey.evidence.ingest import IngestResult, identify
-    from survey.evidence.report import MAX_REPORT_BYTES_ENV, check_types, max_report_bytes
-    from survey.flows.filing import file_reports
+    from survey.evidence.ingest import IngestResult
+    from survey.evidence.report import max_report_bytes
+    from survey.flows.filing import file_reports, read_reports
     from survey.verdicts import summary
 
     # the limits of an upload (api.upload): names, size, JSON types
@@ -138,30 +138,7 @@ def ingest_cmd(
         raise UsageProblem(str(e))
     cat = catalog_mod.load(catalog)
 
-    paths: list[Path] = []
-    for path in reports:
-        if path.is_dir():
-            found = sorted(p for p in path.glob("*.json") if p.is_file())
-            if not found:
-                raise InputError(f"{path}: a directory with no *.json report in it", hint="nothing was stored")
-            paths += found
-        else:
-            paths.append(path)
-    idents = []
-    for path in paths:
-        try:
-            with path.open("rb") as f:
-                raw = f.read(limit + 1)
-        except OSError as e:
-            raise InputError(f"{path}: {e.strerror}")
-        if len(raw) > limit:
-            raise InvalidReport(f"{path}: a report may be at most {limit} bytes", field="body",
-                                hint=f"nothing was stored; the limit is {MAX_REPORT_BYTES_ENV}, as for uploads")
-        try:
-            check_types(raw)
-            idents.append(identify(raw))
-        except InputError as e:
-            raise type(e)(f"{path}: {e.message}", field=e.field, hint="nothing was stored")
+    paths, idents = read_reports(reports, limit)
     try:
         store, fresh = open_store(db, create=False), None
     except StoreUnusable:  # no store yet: made here, and removed again if nothing could be filed in it

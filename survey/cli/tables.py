@@ -42,16 +42,7 @@ def table_cmd(
     """The Availability table (catalog candidates), generated from the evidence."""
     from survey.render import docs_table
     from survey.render import table as table_mod
-    formats = ("md", "html", "grid", "csv", "json")
-    if fmt is None:
-        fmt = "md" if (check or write or columns) or not sys.stdout.isatty() else "grid"
-    choose(fmt, formats, "format")
-    if (check or write) and fmt != "md":
-        raise UsageProblem("--check and --write work on the Markdown table (--format md)")
-    if columns is not None and fmt not in ("md", "html"):
-        raise UsageProblem("--columns chooses the docs table's columns (--format md or html)")
-    if width is not None and fmt != "grid":
-        raise UsageProblem("--width fits the terminal grid (--format grid)")
+    fmt = _table_format(fmt, columns, width, check, write)
     keys = docs_table.parse_columns(columns)
     scope = "all" if show_all else "catalog"
     store = open_store(db, create=False)
@@ -66,14 +57,7 @@ def table_cmd(
             rows = matrix_mod.matrix(s, scope=scope)
             empty = not rows
     if empty:
-        from db.store import mask_url
-
-        why = (f"{mask_url(store.url)}: no evidence stored" + ("" if show_all else " for the catalog's candidates"))
-        how = "get evidence with `survey run` (or `survey ingest REPORT --candidate NAME`)" + (
-            "" if show_all else "; `--all` shows ad-hoc evidence too")
-        if write:  # a page is never blanked
-            raise StoreUnusable(f"{why}: {write} was left as it was", hint=how)
-        err.print(f"[yellow]note:[/] {rich_markup(why)}; {rich_markup(how)}", highlight=False)
+        _nothing_stored(store.url, show_all, write)
     if fmt == "grid":
         import os
 
@@ -90,6 +74,41 @@ def table_cmd(
 
         sys.stdout.write(table_mod.render(matrix_schema.tidy(rows), matrix_schema.FIELDS, fmt))
         return
+    _show_docs_table(text, check, write)
+
+
+def _table_format(fmt: str | None, columns: str | None, width: int | None, check: Path | None,
+                  write: Path | None) -> str:
+    """The format ``survey table`` writes (its default: md off a terminal, grid on one), and
+    the options that do not go with it refused (exit 64)."""
+    if fmt is None:
+        fmt = "md" if (check or write or columns) or not sys.stdout.isatty() else "grid"
+    choose(fmt, ("md", "html", "grid", "csv", "json"), "format")
+    if (check or write) and fmt != "md":
+        raise UsageProblem("--check and --write work on the Markdown table (--format md)")
+    if columns is not None and fmt not in ("md", "html"):
+        raise UsageProblem("--columns chooses the docs table's columns (--format md or html)")
+    if width is not None and fmt != "grid":
+        raise UsageProblem("--width fits the terminal grid (--format grid)")
+    return fmt
+
+
+def _nothing_stored(url: str, show_all: bool, write: Path | None) -> None:
+    """A note that nothing is stored; with --write, a refusal (a page is never blanked)."""
+    from db.store import mask_url
+
+    why = (f"{mask_url(url)}: no evidence stored" + ("" if show_all else " for the catalog's candidates"))
+    how = "get evidence with `survey run` (or `survey ingest REPORT --candidate NAME`)" + (
+        "" if show_all else "; `--all` shows ad-hoc evidence too")
+    if write:
+        raise StoreUnusable(f"{why}: {write} was left as it was", hint=how)
+    err.print(f"[yellow]note:[/] {rich_markup(why)}; {rich_markup(how)}", highlight=False)
+
+
+def _show_docs_table(text: str, check: Path | None, write: Path | None) -> None:
+    """The docs table: compared with a page's (--check), written into it (--write), or printed."""
+    from survey.render import table as table_mod
+
     if check:
         diff = table_mod.check(check, text)
         if diff:

@@ -69,7 +69,7 @@ from packaging.utils import (
 )
 from packaging.version import InvalidVersion, Version
 
-from survey.core.errors import TargetError, Unobtainable
+from survey.core.errors import ImageNotFound, TargetError, Unobtainable
 
 if TYPE_CHECKING:
     from db.store import Store
@@ -389,7 +389,7 @@ def discover_image(entry: Entry, *, engine: str | None, pull: str) -> list[Entry
             raise Unobtainable(f"{name} pull {ref} did not finish within 1800s")
         if proc.returncode != 0:
             err = image_mod._errors(proc.stderr) or f"exit {proc.returncode}"
-            cls = image_mod.ImageNotFound if image_mod.NOT_FOUND_TEXT.search(err) and "connect" not in err \
+            cls = ImageNotFound if image_mod.NOT_FOUND_TEXT.search(err) and "connect" not in err \
                 else Unobtainable
             raise cls(f"{name} pull {ref} failed:\n{err}")
     try:
@@ -397,7 +397,7 @@ def discover_image(entry: Entry, *, engine: str | None, pull: str) -> list[Entry
     except subprocess.TimeoutExpired:
         raise Unobtainable(f"{name} did not answer `image inspect {ref}` within 120s")
     if proc.returncode != 0:
-        raise image_mod.ImageNotFound(f"{ref}: {name} has no such image: {image_mod._errors(proc.stderr)}",
+        raise ImageNotFound(f"{ref}: {name} has no such image: {image_mod._errors(proc.stderr)}",
                                       hint="pull it, or build it here")
     try:
         data = json.loads(proc.stdout)

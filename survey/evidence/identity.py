@@ -27,6 +27,8 @@ from typing import TYPE_CHECKING, Any
 from probes import PROBE_VERSION, records
 from survey.core import clock
 
+UNKNOWN_VENDOR = "unknown"  # a platform whose GPU vendor (or machine) a report does not name
+
 if TYPE_CHECKING:  # annotations only: reading the store needs no report model (the CLI's read path stays light)
     from survey.evidence.report import Report
 
@@ -66,9 +68,9 @@ def platform_of(report: Report) -> PlatformId:
     vendors = report.environment.gpu.vendors
     machine = report.environment.platform.machine
     if not vendors:
-        return PlatformId(f"none:{machine or 'unknown'}", "none", None, machine,
+        return PlatformId(f"none:{machine or UNKNOWN_VENDOR}", "none", None, machine,
                           {"note": "schema version 1 report: no GPU device nodes were seen"})
-    vendor = vendors[0] if vendors[0] in ("nvidia", "amd") else "unknown"
+    vendor = vendors[0] if vendors[0] in ("nvidia", "amd") else UNKNOWN_VENDOR
     return PlatformId(f"{vendor}:unknown-arch:unknown-model", vendor, None, None,
                       {"note": "schema version 1 report: GPU model and architecture were not recorded"})
 
@@ -86,7 +88,7 @@ def local_platform() -> PlatformId:
         except ValueError:
             return {"devices": [], "error": f"the query printed no answer (exit {proc['exit_code']})"}
 
-    rec = records.make("platform", **gpuinfo.detect(facts.gpu_fact(), cuda_query))
+    rec: dict[str, Any] = records.make("platform", **gpuinfo.detect(facts.gpu_fact(), cuda_query))
     return PlatformId(rec["key"], rec["vendor"], rec["model"], rec["arch"],
                       {"driver": rec["driver"], "runtime": rec["runtime"], "devices": rec["devices"],
                        "errors": rec["errors"]})
@@ -187,9 +189,10 @@ def now_iso() -> str:
 
 def make_origin(kind: str, target: str | None, resolved: dict[str, Any], **sections: Any) -> dict[str, Any]:
     origin_kind = {"python": "interpreter"}.get(kind, kind)
-    return records.make("origin", kind=origin_kind, target=target, identity=identity_of_resolved(kind, resolved),
-                        host=host_record(), recorded_by=f"proton-survey probe {PROBE_VERSION}",
-                        recorded_at=now_iso(), **sections)
+    origin: dict[str, Any] = records.make(
+        "origin", kind=origin_kind, target=target, identity=identity_of_resolved(kind, resolved),
+        host=host_record(), recorded_by=f"proton-survey probe {PROBE_VERSION}", recorded_at=now_iso(), **sections)
+    return origin
 
 
 @dataclass

@@ -46,7 +46,7 @@ def iso(t: dt.datetime | None) -> str | None:
     return t.isoformat(timespec="seconds")
 
 
-def run_query() -> Select[m.Run]:  # type: ignore[type-var]
+def run_query() -> Select[m.Run]:
     return select(m.Run).options(
         selectinload(m.Run.modes), selectinload(m.Run.captures), selectinload(m.Run.libraries),
         selectinload(m.Run.candidate), selectinload(m.Run.environment), selectinload(m.Run.platform),
@@ -82,8 +82,8 @@ class Slot:
         return platform_label(p.vendor, p.model, p.arch)
 
 
-def _slot_query(s: Session, scope: str, candidate: str | None, platform: str | None,  # type: ignore[no-untyped-def]
-                only: Any = None):
+def _slot_query(s: Session, scope: str, candidate: str | None, platform: str | None,
+                only: Any = None) -> Select[int, int]:
     """(candidate id, slot id or None) in matrix order: catalog order, then platform key
     (code points on every store); a candidate with no run has one row without a slot.
     ``only``: a condition on ``slots`` (a filter of a layer above)."""

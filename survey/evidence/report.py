@@ -538,7 +538,7 @@ def json_schema() -> dict[str, Any]:
 
 @functools.cache
 def _schema() -> dict[str, Any]:
-    schema = _held_to_parse_rules(Report.model_json_schema())
+    schema: dict[str, Any] = _held_to_parse_rules(Report.model_json_schema())
     schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
     schema["$id"] = "https://proton-survey.invalid/schema/probe-report.v3.schema.json"
     schema["title"] = ("proton-survey probe report, schema version 3 (version 2: no options, nor what a capture "

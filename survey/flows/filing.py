@@ -17,14 +17,16 @@ from __future__ import annotations
 
 import difflib
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from sqlalchemy.orm import Session
 
-from survey.core.errors import UsageProblem
+from survey.core.errors import InputError, InvalidReport, UsageProblem
 from survey.environments.catalog import Catalog
 from survey.evidence import queries
-from survey.evidence.ingest import Identified, IngestResult, filing_of, ingest, ingest_many
+from survey.evidence.ingest import Identified, IngestResult, filing_of, identify, ingest, ingest_many
+from survey.evidence.report import MAX_REPORT_BYTES_ENV, check_types
 
 
 def _filing_args(s: Session, candidate: str | None, label: str | None, new: bool,
@@ -61,3 +63,33 @@ def file_reports(s: Session, idents: list[Identified], *, candidate: str | None,
     args = _filing_args(s, candidate, label, new, catalog)
     items = [(ident, filing_of(ident, **args)) for ident in idents]
     return ingest_many(s, items, source=source, on_batch=on_batch)
+
+
+def read_reports(reports: list[Path], limit: int) -> tuple[list[Path], list[Identified]]:
+    """Every report named (a directory: its ``*.json`` files), each read (at most ``limit``
+    bytes), checked and identified before anything is stored: the files, and what each is."""
+    paths: list[Path] = []
+    for path in reports:
+        if path.is_dir():
+            found = sorted(p for p in path.glob("*.json") if p.is_file())
+            if not found:
+                raise InputError(f"{path}: a directory with no *.json report in it", hint="nothing was stored")
+            paths += found
+        else:
+            paths.append(path)
+    idents = []
+    for path in paths:
+        try:
+            with path.open("rb") as f:
+                raw = f.read(limit + 1)
+        except OSError as e:
+            raise InputError(f"{path}: {e.strerror}")
+        if len(raw) > limit:
+            raise InvalidReport(f"{path}: a report may be at most {limit} bytes", field="body",
+                                hint=f"nothing was stored; the limit is {MAX_REPORT_BYTES_ENV}, as for uploads")
+        try:
+            check_types(raw)
+            idents.append(identify(raw))
+        except InputError as e:
+            raise type(e)(f"{path}: {e.message}", field=e.field, hint="nothing was stored")
+    return paths, idents

@@ -23,6 +23,7 @@ no, so an unstable check never moves a "since" line.
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
+from enum import StrEnum
 from typing import Annotated, Any, Literal
 
 from pydantic import Field
@@ -136,12 +137,20 @@ def works(run: m.Run, backend: str, mode: str | None) -> Answer:
     return Answer(NO, cap.outcome.replace("_", " "), "capture")
 
 
-def ask(run: m.Run, question: str, backend: str, mode: str | None) -> Answer:
+class Question(StrEnum):
+    """What :func:`ask` asks of a run about (backend, mode)."""
+
+    PRESENT = "present"  # does the build have the backend?
+    ACCEPTED = "accepted"  # does it accept the mode?
+    WORKS = "works"  # does a capture with it work?
+
+
+def ask(run: m.Run, question: Question, backend: str, mode: str | None) -> Answer:
     """``present``, ``accepted`` or ``works`` of (backend, mode) in ``run``."""
-    if question == "present":
+    if question == Question.PRESENT:
         return backend_present(run, backend)
-    if question == "accepted":
+    if question == Question.ACCEPTED:
         return mode_accepted(verdict_of(run, backend, mode))
-    if question == "works":
+    if question == Question.WORKS:
         return works(run, backend, mode)
     raise ValueError(f"unknown question {question!r}")

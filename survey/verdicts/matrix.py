@@ -107,9 +107,8 @@ def rows_of(s: Session, slots: list[queries.Slot], *, backend: str | None = None
 def _cells(s: Session, slots: list[queries.Slot]) -> dict[int, list[dict[str, Any]]]:
     """Complete run id -> its cells: stored while current (``survey.verdicts.summary``),
     else worked out from the runs."""
-    measured = [slot for slot in slots if slot.complete is not None]
+    measured = [(slot.id, slot.complete) for slot in slots if slot.complete is not None]
     if summary.current(s):
-        stored = summary.stored_cells(s, [slot.id for slot in measured if slot.id is not None])
-        return {slot.complete.id: stored.get(slot.id, []) for slot in measured  # type: ignore[union-attr]
-                if slot.id is not None}
-    return run_cells(s, [slot.complete for slot in measured])  # type: ignore[misc]
+        stored = summary.stored_cells(s, [slot_id for slot_id, _ in measured if slot_id is not None])
+        return {run.id: stored.get(slot_id, []) for slot_id, run in measured if slot_id is not None}
+    return run_cells(s, [run for _, run in measured])

@@ -27,6 +27,8 @@ from survey.core.versions import version_key
 from survey.evidence import queries
 from survey.evidence.queries import mode_label
 from survey.verdicts import answers
+from survey.verdicts.answers import Question
+from survey.verdicts.modes import Acceptance
 
 
 @dataclass
@@ -40,29 +42,30 @@ class Point:
     runs: list[int] = field(default_factory=list)
 
 
-def _questions() -> list[tuple[str, str, str | None]]:
+def _questions() -> list[tuple[Question, str, str | None]]:
     """(question, backend, mode) in table order: presence per backend, then each
     named mode accepted, then each capture working."""
-    out: list[tuple[str, str, str | None]] = []
+    out: list[tuple[Question, str, str | None]] = []
     for b in O.BACKENDS:
-        out.append(("present", b, None))
+        out.append((Question.PRESENT, b, None))
         named = [md for md in O.COMMON_MODES if md] + (list(O.INSTRUMENTATION_MODES) if b == "instrumentation" else [])
-        out.extend(("accepted", b, md) for md in named)
-        out.extend(("works", b, md) for md in (None, *named))
+        out.extend((Question.ACCEPTED, b, md) for md in named)
+        out.extend((Question.WORKS, b, md) for md in (None, *named))
     return out
 
 
-_WORDS = {
-    "present": ("present", "absent"),
-    "accepted": ("accepted", "refused"),
-    "works": ("works", "no working capture"),
+# A question's words for its yes and its no.
+_WORDS: dict[str, tuple[str, str]] = {
+    Question.PRESENT: ("present", Acceptance.ABSENT),
+    Question.ACCEPTED: (Acceptance.ACCEPTED, Acceptance.REFUSED),
+    Question.WORKS: ("works", "no working capture"),
 }
 
 
 def _subject(question: str, backend: str, mode: str | None) -> str:
-    if question == "present":
+    if question == Question.PRESENT:
         return f"`{backend}`"
-    if question == "accepted":
+    if question == Question.ACCEPTED:
         return f"`{mode}` on `{backend}`"
     return f"`{backend}` GELU capture" if mode is None else f"`{backend}` `{mode}` GELU capture"
 
@@ -85,7 +88,7 @@ def phrase_of(row: dict[str, Any]) -> str:
     elif yes and no and order.index(last_no) > order.index(first):
         body = f"{yes_w} in {_versions(yes)}; {no_w} in {_versions(no)}"
     elif yes:
-        body = f"since {first}" if q == "present" else f"{yes_w} since {first}"
+        body = f"since {first}" if q == Question.PRESENT else f"{yes_w} since {first}"
         if no:
             extras.append(f"{no_w} through {last_no}")
     else:
@@ -99,7 +102,7 @@ def phrase_of(row: dict[str, Any]) -> str:
         extras.append(f"not answered in {_versions(row['unanswered'])}: no GPU or no clean start where probed")
     if row["stub_derived"]:
         extras.append("stub-derived")
-    sep = " " if q == "present" else ": "
+    sep = " " if q == Question.PRESENT else ": "
     text = f"{_subject(q, row['backend'], row['mode_arg'])}{sep}{body}"
     return text + (f" ({'; '.join(extras)})" if extras else "")
 
@@ -125,7 +128,7 @@ def since_rows(s: Session, scope: str = "catalog", slots: list[queries.Slot] | N
     for question, backend, mode in _questions():
         points: dict[str, dict[str, Point]] = {}  # platform -> version -> point
         for version, pkey, _lab, run in runs:
-            if question == "accepted" and answers.backend_present(run, backend).answer == answers.NO:
+            if question == Question.ACCEPTED and answers.backend_present(run, backend).answer == answers.NO:
                 continue  # a mode of an absent backend: the presence row says so
             a = answers.ask(run, question, backend, mode)
             if not a.known and a.basis == "not checked by the probe":

@@ -130,19 +130,12 @@ def _not_measured() -> Answer:
     return Answer(UNKNOWN, "not measured")
 
 
-class CheckResult(BaseModel):
-    """Will (backend, mode) run in TARGET? What ``survey check --json`` prints and
-    ``/check.json`` returns. The exit code is the verdict's (``unobtainable``: 7)."""
+class CheckEvidence(BaseModel):
+    """What a check asked and the evidence that answered it: the part of a
+    :class:`CheckResult` that a recipe cell's answer (survey/aorta/links.py) carries too."""
 
     model_config = ConfigDict(extra="forbid", use_enum_values=False)
 
-    verdict: Annotated[Verdict, Field(description="runs (exit 0), cannot_run (exit 2) or not_enough_evidence "
-                                                  "(exit 3; 7 when the target cannot be obtained here)")]
-    cause: Annotated[Cause | None, Field(
-        description="why it does not run, or why there is not enough evidence (null: it runs, or the evidence "
-                    "says nothing it can name)")]
-    reason: str
-    fix: str | None
     target: str
     backend: str
     mode: str | None
@@ -158,6 +151,26 @@ class CheckResult(BaseModel):
     live_outcome: str | None = Field(
         default=None, description="the live check's outcome (answers none of the questions alone)")
     details: list[str] = Field(default_factory=list)
+
+
+class _CheckDecision(BaseModel):
+    """The verdict of a check, its cause, why, and what to do (before the evidence in
+    :class:`CheckResult`'s fields)."""
+
+    verdict: Annotated[Verdict, Field(description="runs (exit 0), cannot_run (exit 2) or not_enough_evidence "
+                                                  "(exit 3; 7 when the target cannot be obtained here)")]
+    cause: Annotated[Cause | None, Field(
+        description="why it does not run, or why there is not enough evidence (null: it runs, or the evidence "
+                    "says nothing it can name)")]
+    reason: str
+    fix: str | None
+
+
+class CheckResult(CheckEvidence, _CheckDecision):
+    """Will (backend, mode) run in TARGET? What ``survey check --json`` prints and
+    ``/check.json`` returns. The exit code is the verdict's (``unobtainable``: 7)."""
+
+    model_config = ConfigDict(extra="forbid", use_enum_values=False)
 
     @model_validator(mode="after")
     def _cause_fits(self) -> CheckResult:
