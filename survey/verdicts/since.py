@@ -22,13 +22,14 @@ from typing import Any
 
 from sqlalchemy.orm import Session
 
+from db import models as m
 from probes import outcomes as O
 from survey.core.versions import version_key
 from survey.evidence import queries
 from survey.evidence.queries import mode_label
 from survey.verdicts import answers
 from survey.verdicts.answers import Question
-from survey.verdicts.modes import Acceptance
+from survey.verdicts.modes import Acceptance, published_verdicts
 
 
 @dataclass
@@ -124,14 +125,23 @@ def since_rows(s: Session, scope: str = "catalog", slots: list[queries.Slot] | N
             continue
         runs.append((run.triton_version, slot.platform_key or "unrecorded", slot.platform_label, run))
     labels = {k: lab for _, k, lab, _ in runs}
+    # Runs that say the same (the same registry, choices, published checks and captures) get
+    # the same answers: each is asked once per such group, not once per run.
+    group: dict[int, int] = {}
+    seen: dict[tuple[Any, ...], int] = {}
+    for _v, _k, _lab, run in runs:
+        group[run.id] = seen.setdefault(_says(run), len(seen))
+    asked: dict[tuple[int, str, str, str | None], answers.Answer | None] = {}
     rows: list[dict[str, Any]] = []
     for question, backend, mode in _questions():
         points: dict[str, dict[str, Point]] = {}  # platform -> version -> point
         for version, pkey, _lab, run in runs:
-            if question == Question.ACCEPTED and answers.backend_present(run, backend).answer == answers.NO:
-                continue  # a mode of an absent backend: the presence row says so
-            a = answers.ask(run, question, backend, mode)
-            if not a.known and a.basis == "not checked by the probe":
+            key = (group[run.id], question, backend, mode)
+            if key in asked:
+                a = asked[key]
+            else:
+                a = asked[key] = _answer(run, question, backend, mode)
+            if a is None:
                 continue
             p = points.setdefault(pkey, {}).setdefault(version, Point())
             p.open |= not a.known
@@ -141,6 +151,26 @@ def since_rows(s: Session, scope: str = "catalog", slots: list[queries.Slot] | N
             p.runs.append(run.id)
         rows += summarise(question, backend, mode, points, labels)
     return rows
+
+
+def _answer(run: m.Run, question: str, backend: str, mode: str | None) -> answers.Answer | None:
+    """What ``run`` answers, or None where it has nothing to say: a mode of an absent backend
+    (the presence row says so), or a check the probe did not make."""
+    if question == Question.ACCEPTED and answers.backend_present(run, backend).answer == answers.NO:
+        return None
+    a = answers.ask(run, Question(question), backend, mode)
+    if not a.known and a.basis == "not checked by the probe":
+        return None
+    return a
+
+
+def _says(run: m.Run) -> tuple[Any, ...]:
+    """Everything of ``run`` that :func:`survey.verdicts.answers.ask` reads."""
+    return (tuple(run.profilers) if run.profilers is not None else None,
+            tuple(run.cli_backends) if run.cli_backends is not None else None,
+            tuple((v.backend, v.mode, v.outcome, v.verdict, v.source, v.reason, v.library, v.stub_outcome, v.message)
+                  for v in published_verdicts(run)),
+            tuple((c.backend, c.mode, c.outcome, c.kernel_count) for c in run.captures))
 
 
 def summarise(question: str, backend: str, mode: str | None, points: dict[str, dict[str, Point]],
