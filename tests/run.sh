@@ -135,8 +135,9 @@ fi
 # First every tier that needs neither the images nor the Triton venvs: fast, browser,
 # schemathesis, fleet (the schemathesis tests on PostgreSQL, the longest of all, overlap the
 # fast tier instead of following it). Then, the images and venvs made, integration and podman.
+# --durations: each run's slowest tests are in its log, so where the time goes is on record
 status=0
-"${pytest[@]}" -m "not integration and not podman" "$@" || status=$?
+"${pytest[@]}" --durations=25 -m "not integration and not podman" "$@" || status=$?
 [[ $status == 5 ]] && status=0  # no test of these tiers selected
 
 for job in "images:$images" "venvs:$venvs"; do
@@ -148,8 +149,8 @@ for job in "images:$images" "venvs:$venvs"; do
 done
 
 rest=0
-"${pytest[@]}" -m "integration or podman" "$@" || rest=$?
+"${pytest[@]}" --durations=15 -m "integration or podman" "$@" || rest=$?
 [[ $rest == 5 ]] && rest=0
-say "fast, browser, schemathesis, fleet: exit $status; integration, podman: exit $rest"
+say "fast, browser, schemathesis, fleet: exit $status; integration, podman: exit $rest; ${SECONDS} s in all"
 if ((status)); then exit "$status"; fi
 exit "$rest"
