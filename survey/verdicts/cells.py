@@ -4,14 +4,17 @@ provenance; ``survey.verdicts.summary`` keeps them in the store).
 
 What a complete run says of each (backend, mode) depends on its report and on the
 other complete runs of its environment (``survey.verdicts.stability``: a check seen
-unstable in any of them is published unstable), so it is worked out once per report
-and set of such runs (keyed by the report's sha256, which a store holds once, and
-their ids) and kept in a cache bounded in bytes.
+unstable in any of them is published unstable), so it is worked out once per store,
+report and set of such runs (keyed by the store's engine, the report's sha256, which a
+store holds once, and their ids: two stores in one process share report and run ids,
+not rows) and kept in a cache bounded in bytes.
 """
 
 from __future__ import annotations
 
+import itertools
 import threading
+import weakref
 from collections import OrderedDict
 from typing import Any
 
@@ -47,6 +50,25 @@ def verdict_of(cell: dict[str, Any]) -> ModeVerdict:
                        cell["rule"], cell["message"], cell["live_id"], cell["stub_id"], cell["stub_rule"])
 
 
+Key = tuple[int, str, tuple[int, ...]]  # (the store's engine, the report's sha256, the environment's runs)
+
+_engines: weakref.WeakKeyDictionary[Any, int] = weakref.WeakKeyDictionary()
+_numbers = itertools.count(1)
+_engines_lock = threading.Lock()
+
+
+def store_key(s: Session) -> int:
+    """A number for the engine ``s`` reads through, never given to another engine of this
+    process (a store opened again, as ``survey store replace`` does, gets a new engine)."""
+    bind = s.get_bind()
+    engine = getattr(bind, "engine", bind)
+    with _engines_lock:
+        number = _engines.get(engine)
+        if number is None:
+            number = _engines[engine] = next(_numbers)
+        return number
+
+
 class Cells:
     """(report sha256, the complete runs of its environment) -> the run's checks, as matrix
     row parts; at most ``max_bytes`` of them (:func:`survey.core.sizes.approx_bytes`), the
@@ -56,9 +78,9 @@ class Cells:
         self.max_bytes = max_bytes
         self.bytes = 0
         self._lock = threading.Lock()
-        self._entries: OrderedDict[tuple[str, tuple[int, ...]], tuple[list[dict[str, Any]], int]] = OrderedDict()
+        self._entries: OrderedDict[Key, tuple[list[dict[str, Any]], int]] = OrderedDict()
 
-    def get(self, key: tuple[str, tuple[int, ...]]) -> list[dict[str, Any]] | None:
+    def get(self, key: Key) -> list[dict[str, Any]] | None:
         with self._lock:
             found = self._entries.get(key)
             if found is None:
@@ -66,7 +88,7 @@ class Cells:
             self._entries.move_to_end(key)
             return found[0]
 
-    def put(self, key: tuple[str, tuple[int, ...]], cells: list[dict[str, Any]]) -> None:
+    def put(self, key: Key, cells: list[dict[str, Any]]) -> None:
         size = cells_bytes(cells) + approx_bytes(key)
         with self._lock:
             old = self._entries.pop(key, None)
@@ -139,9 +161,10 @@ def run_cells(s: Session, runs: list[m.Run]) -> dict[int, list[dict[str, Any]]]:
     """Each complete run's checks (backend, mode, outcome, verdict, reason, capture),
     loading the checks only of runs not seen before."""
     sig = stability.signature(s, runs)
+    store = store_key(s)
     known: dict[int, list[dict[str, Any]]] = {}
     for r in runs:
-        found = _CELLS.get((r.report_hash, sig[r.id])) if r.report_hash else None
+        found = _CELLS.get((store, r.report_hash, sig[r.id])) if r.report_hash else None
         if found is not None:
             known[r.id] = found
     missing = [r.id for r in runs if r.id not in known]
@@ -152,5 +175,5 @@ def run_cells(s: Session, runs: list[m.Run]) -> dict[int, list[dict[str, Any]]]:
         for r in loaded:
             cells = known[r.id] = _cells_of(r)
             if r.report_hash:
-                _CELLS.put((r.report_hash, sig[r.id]), cells)
+                _CELLS.put((store, r.report_hash, sig[r.id]), cells)
     return known
