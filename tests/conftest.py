@@ -334,3 +334,21 @@ def processes_with(text: str) -> list[str]:
         except OSError:
             pass
     return found
+
+
+# The longest tests, first: xdist hands the first items of the (shuffled) list to its workers
+# in turn, so each of these starts at once on a worker of its own instead of wherever the
+# shuffle put it (one that started late made the whole run wait for it). Their order: longest
+# first (tests/run.sh prints the durations).
+LONGEST_FIRST = ("test_schemathesis.py::test_reads_without_the_token",
+                 "test_schemathesis.py::test_uploads_with_the_token",
+                 "test_schemathesis.py::test_uploads_without_the_token")
+
+
+@pytest.hookimpl(trylast=True)  # after pytest-randomly's shuffle
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    def rank(item: pytest.Item) -> int:
+        where = item.nodeid.split("[", 1)[0]
+        return next((i for i, name in enumerate(LONGEST_FIRST) if where.endswith(name)), len(LONGEST_FIRST))
+
+    items.sort(key=rank)  # stable: the rest keep their shuffled order
