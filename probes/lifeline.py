@@ -44,6 +44,8 @@ def _children_of():
 
 
 def descendants(pid):
+    """Every process below ``pid`` (Linux /proc; none elsewhere), whatever session each is
+    in: a check's own process group does not hold what it started in another."""
     kids = _children_of()
     out, todo = [], [pid]
     while todo:

@@ -28,7 +28,7 @@ from typing import Any
 
 from probes import bundle as probe_bundle
 from probes import cli as probe_cli
-from probes import runner
+from probes import lifeline, runner
 from probes import stubs as probe_stubs
 from survey.core import paths as cache
 from survey.core.errors import NotAPython, ProbeFailed
@@ -87,39 +87,13 @@ _running_lock = threading.Lock()
 _running: set[int] = set()  # the process groups of the probes running now
 
 
-def _descendants(pid: int) -> list[int]:
-    """Every process below ``pid`` (Linux /proc; none elsewhere): the probe runs each
-    check in a session of its own, so its group alone does not hold them."""
-    parents: dict[int, list[int]] = {}
-    try:
-        entries = os.listdir("/proc")
-    except OSError:
-        return []
-    for entry in entries:
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/stat", "rb") as f:
-                stat = f.read()
-        except OSError:
-            continue
-        ppid = int(stat[stat.rfind(b")") + 2:].split()[1])
-        parents.setdefault(ppid, []).append(int(entry))
-    out, todo = [], [pid]
-    while todo:
-        kids = parents.get(todo.pop(), [])
-        out += kids
-        todo += kids
-    return out
-
-
 def stop_all() -> None:
     """Kill every probe running now, with the checks it started (``survey run``
     interrupted): their callers then see a killed probe."""
     with _running_lock:
         groups = list(_running)
     for pgid in groups:
-        for pid in _descendants(pgid):
+        for pid in lifeline.descendants(pgid):  # each check runs in a session of its own
             for kill in (os.killpg, os.kill):
                 try:
                     kill(pid, signal.SIGKILL)
