@@ -7,7 +7,9 @@ Tests run in parallel (pytest-xdist, ``-n``; tests/run.sh) and in random order
 (``$PROTON_SURVEY_TEST_RUN``, made by the controlling process): one PostgreSQL server,
 started by the first worker that needs it under a file lock and stopped when the run
 ends. The tests of a tier that holds one big thing of its own per process (a Ray
-cluster, chromium, the podman images) run in one worker (an ``xdist_group``).
+cluster, chromium, the podman images) run in one worker, as one unit; tests that need
+what tests/run.sh prepares in the background are handed out once it is ready
+(tests/helpers/scheduling.py).
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from typing import Any
 import pytest
 
 from db.store import Store
+from tests.helpers import scheduling
 from tests.pgserver import PgServer, find_bindir, not_installed_reason
 
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -336,19 +339,39 @@ def processes_with(text: str) -> list[str]:
     return found
 
 
-# The longest tests, first: xdist hands the first items of the (shuffled) list to its workers
-# in turn, so each of these starts at once on a worker of its own instead of wherever the
-# shuffle put it (one that started late made the whole run wait for it). Their order: longest
-# first (tests/run.sh prints the durations).
+# The order in which xdist hands out the tests (tests/helpers/scheduling.py hands them out in
+# this order, a unit at a time): the longest first, each on a worker of its own at once
+# instead of wherever the shuffle put it (one that started late made the whole run wait for
+# it); then the tiers that run as one unit and the tests that wait for tests/run.sh's
+# background jobs (passed over until their job has ended); the many short tests last, so the
+# workers end together. tests/run.sh prints the durations.
 LONGEST_FIRST = ("test_schemathesis.py::test_reads_without_the_token",
                  "test_schemathesis.py::test_uploads_with_the_token",
-                 "test_schemathesis.py::test_uploads_without_the_token")
+                 "test_schemathesis.py::test_uploads_without_the_token",
+                 "test_recipe_links.py::test_aorta_s_own_code_and_the_declared_model_agree")
+EARLY_TIERS = ("fleet", "podman", "browser", "integration")
 
 
 @pytest.hookimpl(trylast=True)  # after pytest-randomly's shuffle
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     def rank(item: pytest.Item) -> int:
         where = item.nodeid.split("[", 1)[0]
-        return next((i for i, name in enumerate(LONGEST_FIRST) if where.endswith(name)), len(LONGEST_FIRST))
+        longest = next((i for i, name in enumerate(LONGEST_FIRST) if where.endswith(name)), None)
+        if longest is not None:
+            return longest
+        tier = next((i for i, t in enumerate(EARLY_TIERS) if item.get_closest_marker(t) is not None), None)
+        return len(LONGEST_FIRST) + (len(EARLY_TIERS) if tier is None else tier)
 
-    items.sort(key=rank)  # stable: the rest keep their shuffled order
+    items.sort(key=rank)  # stable: within a rank, the shuffled order
+    if hasattr(config, "workerinput") and RUN_DIR in os.environ:
+        scheduling.write_units(Path(os.environ[RUN_DIR]), items, ONE_WORKER)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """tests/run.sh's ``--dist loadgroup``: scheduled by tests/helpers/scheduling.py."""
+    return scheduling.TierScheduling(config, log) if config.getvalue("dist") == "loadgroup" else None
+
+
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    scheduling.wait_for_jobs(item)  # the images or venvs that tests/run.sh is still making

@@ -96,20 +96,28 @@ python3 -m venv .venv
 
 # Every tier: the podman tier's images and the integration tier's Triton venvs (mostly
 # downloads and unpacking) are made in the background from here on, while the rest installs,
-# ruff and mypy run and the tiers that need neither run; their logs are shown only when they fail.
+# ruff and mypy run and the tests that need neither run. Each job writes its log to
+# $logs/JOB and then its exit status to $logs/JOB.rc; the tests that need it are handed out
+# once that file is there (tests/helpers/scheduling.py). A log is shown only when its job failed.
 images='' venvs='' logs=''
+prepare() {  # JOB COMMAND...: COMMAND in the background; the clean-up below stops it too
+  ( trap 'kill $child 2>/dev/null' TERM  # set before the command starts: no moment without it
+    "${@:2}" >"$logs/$1" 2>&1 & child=$!
+    rc=0; wait $child || rc=$?; echo $rc >"$logs/$1.rc" ) &
+}
 if [[ $mode == all ]]; then
   export CONTAINERS_CONF=${CONTAINERS_CONF:-$PWD/.ci/containers.conf}
   logs=$(mktemp -d)
+  export PROTON_SURVEY_PREPARING=$logs
   # by the end both jobs have ended, so kill fails: `|| true` keeps that from becoming
   # the exit status under set -e (tests/test_run_script.py)
   trap 'kill $images $venvs 2>/dev/null || true; rm -rf "$logs"' EXIT
-  PYTHON=.venv/bin/python .ci/build-images >"$logs/images" 2>&1 &  # needs only pip
+  prepare images env PYTHON=.venv/bin/python .ci/build-images  # needs only pip
   images=$!
 fi
 .venv/bin/python -m pip install -q -e ".[test,browser,bench,fleet]"
 if [[ $mode == all ]]; then
-  .venv/bin/python -m tests.envs >"$logs/venvs" 2>&1 &  # needs proton-survey installed
+  prepare venvs .venv/bin/python -m tests.envs  # needs proton-survey installed
   venvs=$!
 fi
 
@@ -132,25 +140,19 @@ if [[ $mode == hunt ]]; then
 fi
 
 # ------------------------------------------------------------------ every tier
-# First every tier that needs neither the images nor the Triton venvs: fast, browser,
-# schemathesis, fleet (the schemathesis tests on PostgreSQL, the longest of all, overlap the
-# fast tier instead of following it). Then, the images and venvs made, integration and podman.
-# --durations: each run's slowest tests are in its log, so where the time goes is on record
+# One pytest run of every tier: the longest tests first (the schemathesis ones on PostgreSQL
+# above all), the tests that need the images or the venvs as soon as those are made, the many
+# short ones last (tests/conftest.py, tests/helpers/scheduling.py).
+# --durations: the slowest tests are in the log, so where the time goes is on record
 status=0
-"${pytest[@]}" --durations=25 -m "not integration and not podman" "$@" || status=$?
-[[ $status == 5 ]] && status=0  # no test of these tiers selected
-
-for job in "images:$images" "venvs:$venvs"; do
-  if ! wait "${job#*:}"; then
-    say "preparing the ${job%%:*} failed:"
-    tail -40 "$logs/${job%%:*}" >&2
-    exit 1
+"${pytest[@]}" --durations=30 "$@" || status=$?
+for job in images venvs; do
+  wait "${!job}" || true
+  if [[ $(cat "$logs/$job.rc" 2>/dev/null) != 0 ]]; then
+    say "preparing the $job failed:"
+    tail -40 "$logs/$job" >&2
+    ((status)) || status=1
   fi
 done
-
-rest=0
-"${pytest[@]}" --durations=15 -m "integration or podman" "$@" || rest=$?
-[[ $rest == 5 ]] && rest=0
-say "fast, browser, schemathesis, fleet: exit $status; integration, podman: exit $rest; ${SECONDS} s in all"
-if ((status)); then exit "$status"; fi
-exit "$rest"
+say "every tier: exit $status; ${SECONDS} s in all"
+exit "$status"

@@ -64,3 +64,42 @@ def test_the_clean_up_stops_background_jobs_still_running(tmp_path: Path) -> Non
     for pid in (int(p) for p in result.stderr.split()[:2]):
         assert _ends(pid), f"background job {pid} still running after the clean-up"
     assert not (tmp_path / "logs").exists()
+
+
+def _prepare_function() -> str:
+    """tests/run.sh's ``prepare``, the wrapper of its background jobs, as written there."""
+    text = RUN_SH.read_text()
+    found = re.findall(r"^prepare\(\) \{.*?^\}$", text, flags=re.MULTILINE | re.DOTALL)
+    assert len(found) == 1, "tests/run.sh defines prepare once"
+    return found[0]
+
+
+def test_a_background_job_writes_its_exit_status_when_it_ends(tmp_path: Path) -> None:
+    # the tests that need a job are handed out once JOB.rc is there (tests/helpers/scheduling.py)
+    script = f"""set -euo pipefail
+logs={tmp_path}
+{_prepare_function()}
+prepare images bash -c 'echo building; exit 3'
+wait $!
+"""
+    result = subprocess.run(["bash", "-c", script], capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stderr
+    assert (tmp_path / "images.rc").read_text() == "3\n"
+    assert (tmp_path / "images").read_text() == "building\n"
+
+
+def test_the_clean_up_stops_the_command_of_a_prepared_job(tmp_path: Path) -> None:
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    script = f"""set -euo pipefail
+logs={logs}
+{_prepare_function()}
+prepare images bash -c 'echo $$ >{tmp_path}/pid; exec sleep 300'
+images=$! venvs=''
+while [[ ! -s {tmp_path}/pid ]]; do sleep 0.05; done
+trap {_exit_trap()} EXIT
+exit 0
+"""
+    result = subprocess.run(["bash", "-c", script], capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stderr
+    assert _ends(int((tmp_path / "pid").read_text())), "the job's command still runs after the clean-up"
