@@ -95,34 +95,34 @@ python3 -m venv .venv
 .venv/bin/python -m pip install -q --upgrade pip
 
 # Every tier: the podman tier's images and the integration tier's Triton venvs (mostly
-# downloads and unpacking) are made in the background from here on, while the rest installs,
-# ruff and mypy run and the tests that need neither run. Each job writes its log to
-# $logs/JOB and then its exit status to $logs/JOB.rc; the tests that need it are handed out
-# once that file is there (tests/helpers/scheduling.py). A log is shown only when its job failed.
-images='' venvs='' logs=''
+# downloads and unpacking) are made in the background from here on, while the rest installs
+# and the tests that need neither run; mypy, too, runs beside the tests. Each job writes its
+# log to $logs/JOB and then its exit status to $logs/JOB.rc; the tests that need it are handed
+# out once that file is there (tests/helpers/scheduling.py). A log is shown only when its job failed.
+started=() logs=''  # the background jobs, stopped on exit
 prepare() {  # JOB COMMAND...: COMMAND in the background; the clean-up below stops it too
   ( trap 'kill $child 2>/dev/null' TERM  # set before the command starts: no moment without it
     "${@:2}" >"$logs/$1" 2>&1 & child=$!
     rc=0; wait $child || rc=$?; echo $rc >"$logs/$1.rc" ) &
+  started+=($!)
 }
 if [[ $mode == all ]]; then
   export CONTAINERS_CONF=${CONTAINERS_CONF:-$PWD/.ci/containers.conf}
   logs=$(mktemp -d)
   export PROTON_SURVEY_PREPARING=$logs
-  # by the end both jobs have ended, so kill fails: `|| true` keeps that from becoming
+  # by the end the jobs have ended, so kill fails: `|| true` keeps that from becoming
   # the exit status under set -e (tests/test_run_script.py)
-  trap 'kill $images $venvs 2>/dev/null || true; rm -rf "$logs"' EXIT
+  trap 'kill ${started[@]+"${started[@]}"} 2>/dev/null || true; rm -rf "$logs"' EXIT
   prepare images env PYTHON=.venv/bin/python .ci/build-images  # needs only pip
-  images=$!
 fi
 .venv/bin/python -m pip install -q -e ".[test,browser,bench,fleet]"
+.venv/bin/ruff check .
 if [[ $mode == all ]]; then
   prepare venvs .venv/bin/python -m tests.envs  # needs proton-survey installed
-  venvs=$!
+  prepare types .venv/bin/mypy
+else
+  .venv/bin/mypy
 fi
-
-.venv/bin/ruff check .
-.venv/bin/mypy
 
 workers=${TEST_WORKERS:-$(($(nproc) * 2))}
 pytest=(.venv/bin/python -m pytest -n "$workers" --dist loadgroup)
@@ -146,10 +146,10 @@ fi
 # --durations: the slowest tests are in the log, so where the time goes is on record
 status=0
 "${pytest[@]}" --durations=30 "$@" || status=$?
-for job in images venvs; do
-  wait "${!job}" || true
+wait  # the background jobs: ended by now, as a rule
+for job in images venvs types; do
   if [[ $(cat "$logs/$job.rc" 2>/dev/null) != 0 ]]; then
-    say "preparing the $job failed:"
+    case $job in types) say "mypy failed:" ;; *) say "preparing the $job failed:" ;; esac
     tail -40 "$logs/$job" >&2
     ((status)) || status=1
   fi

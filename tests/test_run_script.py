@@ -40,7 +40,7 @@ def test_every_tier_passed_exits_0_though_the_background_jobs_have_ended(tmp_pat
     ended = subprocess.Popen(["true"])
     ended.wait()  # ended and reaped: no process has this pid now
     gone = ended.pid
-    result = _run_with_trap(tmp_path, f"images={gone} venvs={gone}")
+    result = _run_with_trap(tmp_path, f"started=({gone} {gone})")
     assert result.returncode == 0, result.stderr
     assert not (tmp_path / "logs").exists()
 
@@ -59,7 +59,8 @@ def _ends(pid: int) -> bool:
 
 
 def test_the_clean_up_stops_background_jobs_still_running(tmp_path: Path) -> None:
-    result = _run_with_trap(tmp_path, "sleep 300 & images=$!\nsleep 300 & venvs=$!\necho $images $venvs >&2")
+    jobs = "started=()\nsleep 300 & started+=($!)\nsleep 300 & started+=($!)\necho ${started[@]} >&2"
+    result = _run_with_trap(tmp_path, jobs)
     assert result.returncode == 0, result.stderr
     for pid in (int(p) for p in result.stderr.split()[:2]):
         assert _ends(pid), f"background job {pid} still running after the clean-up"
@@ -77,7 +78,7 @@ def _prepare_function() -> str:
 def test_a_background_job_writes_its_exit_status_when_it_ends(tmp_path: Path) -> None:
     # the tests that need a job are handed out once JOB.rc is there (tests/helpers/scheduling.py)
     script = f"""set -euo pipefail
-logs={tmp_path}
+logs={tmp_path} started=()
 {_prepare_function()}
 prepare images bash -c 'echo building; exit 3'
 wait $!
@@ -92,10 +93,9 @@ def test_the_clean_up_stops_the_command_of_a_prepared_job(tmp_path: Path) -> Non
     logs = tmp_path / "logs"
     logs.mkdir()
     script = f"""set -euo pipefail
-logs={logs}
+logs={logs} started=()
 {_prepare_function()}
 prepare images bash -c 'echo $$ >{tmp_path}/pid; exec sleep 300'
-images=$! venvs=''
 while [[ ! -s {tmp_path}/pid ]]; do sleep 0.05; done
 trap {_exit_trap()} EXIT
 exit 0

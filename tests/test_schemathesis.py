@@ -52,7 +52,7 @@ from db.store import Store
 pytestmark = pytest.mark.schemathesis
 
 TOKEN = "schemathesis-token"
-EXAMPLES = {"reads": 270, "uploads": 200, "uploads without the token": 100}
+EXAMPLES = {"reads": 200, "uploads": 160, "uploads without the token": 100}
 MIN_CASES = {"reads": 6_000, "uploads": 2_800, "uploads without the token": 1_200}  # 10,000 in all
 ON_POSTGRESQL = pytest.mark.parametrize("store_url", ["postgresql"], indirect=True)
 

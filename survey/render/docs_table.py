@@ -277,13 +277,22 @@ class DocsTable:
     since: list[dict[str, Any]] = field(default_factory=list)
     documented: list[dict[str, Any]] = field(default_factory=list)
     measured_on: str | None = None  # said under the table: every measurement is from one platform without a GPU
+    # note -> its number: looked up for every cell, so a dict, not a search of the list
+    # (10,000 rows, each with a note of its own: `survey table` 9.4 -> 8.1 s)
+    _numbers: dict[str, int] = field(default_factory=dict, repr=False)
 
     @property
     def columns(self) -> list[str]:
         return [HEADERS[k] for k in self.keys]
 
+    def add_note(self, note: str) -> None:
+        """A footnote, once: numbered in the order first met."""
+        if note not in self._numbers:
+            self.notes.append(note)
+            self._numbers[note] = len(self.notes)
+
     def note_number(self, cell: Cell) -> int | None:
-        return self.notes.index(cell.note) + 1 if cell.note else None
+        return self._numbers[cell.note] if cell.note else None
 
     def cell_md(self, cell: Cell) -> str:
         n = self.note_number(cell)
@@ -427,8 +436,8 @@ def build(s: Session, scope: str = "catalog", columns: list[str] | None = None,
     for row in rows:
         for k in keys:
             note = row[k].note
-            if note and note not in table.notes:
-                table.notes.append(note)
+            if note:
+                table.add_note(note)
     if with_sections:
         table.since = since.since_rows(s, scope, slots)
         table.documented = claims
