@@ -3,7 +3,7 @@
 #
 #   tests/run.sh                  every tier: lint, types, fast, integration (real PyPI triton
 #                                 wheels), podman (real images), browser (chromium), schemathesis
-#                                 (the service against its OpenAPI document, ~12,000 cases), fleet
+#                                 (the service against its OpenAPI document, over 10,000 cases), fleet
 #                                 (a local Ray cluster)
 #   tests/run.sh --fast           lint, types and the fast tier (no downloads beyond the Python deps
 #                                 and, when missing, PostgreSQL)

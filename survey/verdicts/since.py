@@ -126,21 +126,25 @@ def since_rows(s: Session, scope: str = "catalog", slots: list[queries.Slot] | N
         runs.append((run.triton_version, slot.platform_key or "unrecorded", slot.platform_label, run))
     labels = {k: lab for _, k, lab, _ in runs}
     # Runs that say the same (the same registry, choices, published checks and captures) get
-    # the same answers: each is asked once per such group, not once per run.
-    group: dict[int, int] = {}
+    # the same answers: each question is asked once per such group, not once per run, and
+    # counted once per group, platform and release (with the runs' ids), not once per run.
     seen: dict[tuple[Any, ...], int] = {}
-    for _v, _k, _lab, run in runs:
-        group[run.id] = seen.setdefault(_says(run), len(seen))
+    first_of: dict[int, m.Run] = {}  # group -> its first run: the one asked
+    together: dict[tuple[int, str, str], list[int]] = {}  # (group, platform key, release) -> run ids
+    for version, pkey, _lab, run in runs:
+        g = seen.setdefault(_says(run), len(seen))
+        first_of.setdefault(g, run)
+        together.setdefault((g, pkey, version), []).append(run.id)
     asked: dict[tuple[int, str, str, str | None], answers.Answer | None] = {}
     rows: list[dict[str, Any]] = []
     for question, backend, mode in _questions():
         points: dict[str, dict[str, Point]] = {}  # platform -> version -> point
-        for version, pkey, _lab, run in runs:
-            key = (group[run.id], question, backend, mode)
+        for (g, pkey, version), ids in together.items():
+            key = (g, question, backend, mode)
             if key in asked:
                 a = asked[key]
             else:
-                a = asked[key] = _answer(run, question, backend, mode)
+                a = asked[key] = _answer(first_of[g], question, backend, mode)
             if a is None:
                 continue
             p = points.setdefault(pkey, {}).setdefault(version, Point())
@@ -148,7 +152,7 @@ def since_rows(s: Session, scope: str = "catalog", slots: list[queries.Slot] | N
             p.yes |= a.answer == answers.YES
             p.no |= a.answer == answers.NO
             p.stub |= a.stub
-            p.runs.append(run.id)
+            p.runs += ids
         rows += summarise(question, backend, mode, points, labels)
     return rows
 
