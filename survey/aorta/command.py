@@ -11,6 +11,7 @@ model of one release answers (survey/aorta/model.py). Each answer says which.
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import subprocess
@@ -95,9 +96,10 @@ def _ask(python: str, recipe: Optional[Path], sidecars: Sequence[Path], argv: Se
 
 
 def interpreters(target: Optional[str], aorta_python: Optional[str]) -> list[str]:
-    """Where aorta may be importable, in order: the Python running survey, TARGET
+    """Where aorta may be importable, in order: the Python running survey (only when
+    aorta is importable here: looked up in this process, not by starting another), TARGET
     (where it is an interpreter), the Python of ``aorta`` on PATH."""
-    out = [sys.executable]
+    out = [sys.executable] if importlib.util.find_spec("aorta") is not None else []
     if target and os.sep in target and os.access(target, os.X_OK) and not os.path.isdir(target):
         out.append(target)
     if aorta_python:
