@@ -73,13 +73,20 @@ def _parse_time(text: str | None) -> dt.datetime | None:
     return t.astimezone(dt.UTC) if t.tzinfo else t.replace(tzinfo=dt.UTC)
 
 
-def validate(raw: bytes | str) -> tuple[Report, dict[str, Any], str]:
-    """Parse and validate a report; returns (model, data, hash of its canonical JSON)."""
+def _parsed(raw: bytes | str) -> tuple[Report, dict[str, Any], bytes]:
+    """The report's model, data and canonical JSON (made once: it is most of a report's cost
+    after the validation)."""
     try:
         report, data = parse_report(raw)
     except ReportError as e:
         raise InvalidReport(str(e), field=e.field) from e
-    return report, data, hashlib.sha256(canonical_json(data)).hexdigest()
+    return report, data, canonical_json(data)
+
+
+def validate(raw: bytes | str) -> tuple[Report, dict[str, Any], str]:
+    """Parse and validate a report; returns (model, data, hash of its canonical JSON)."""
+    report, data, text = _parsed(raw)
+    return report, data, hashlib.sha256(text).hexdigest()
 
 
 @dataclass(frozen=True)
@@ -98,8 +105,8 @@ class Identified:
 
 def identify(raw: bytes | str) -> Identified:
     """Parse, validate and identify one report (:class:`InvalidReport` when it is not one)."""
-    report, data, digest = validate(raw)
-    return Identified(report, canonical_json(data).decode("utf-8"), digest, identity.environment_of(report),
+    report, _data, text = _parsed(raw)
+    return Identified(report, text.decode("utf-8"), hashlib.sha256(text).hexdigest(), identity.environment_of(report),
                       identity.platform_of(report))
 
 
