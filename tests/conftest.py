@@ -370,7 +370,9 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 @pytest.hookimpl(tryfirst=True)
 def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
     """tests/run.sh's ``--dist loadgroup``: scheduled by tests/helpers/scheduling.py."""
-    return scheduling.TierScheduling(config, log) if config.getvalue("dist") == "loadgroup" else None
+    if config.getvalue("dist") != "loadgroup":
+        return None
+    return scheduling.TierScheduling(config, log, run_dir=Path(os.environ[RUN_DIR]))
 
 
 def pytest_runtest_setup(item: pytest.Item) -> None:

@@ -14,7 +14,6 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import RUN_DIR
 from tests.helpers.scheduling import PREPARING, UNITS, TierScheduling
 
 COLLECTION = ["t.py::longest", "t.py::podman_a", "t.py::fleet_a", "t.py::podman_b", "t.py::fleet_b",
@@ -49,11 +48,10 @@ def scheduled(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[TierSche
     run, preparing = tmp_path / "run", tmp_path / "preparing"
     run.mkdir()
     preparing.mkdir()
-    monkeypatch.setenv(RUN_DIR, str(run))
     monkeypatch.setenv(PREPARING, str(preparing))
     units = {t: {"unit": UNIT_OF.get(t, (t, []))[0], "needs": UNIT_OF.get(t, (t, []))[1]} for t in COLLECTION}
     (run / UNITS).write_text(json.dumps(units))
-    sched = TierScheduling(_config(2))
+    sched = TierScheduling(_config(2), run_dir=run)
     workers = [Worker("gw0"), Worker("gw1")]
     for w in workers:
         sched.add_node(w)  # type: ignore[arg-type]

@@ -135,16 +135,14 @@ def since_rows(s: Session, scope: str = "catalog", slots: list[queries.Slot] | N
         g = seen.setdefault(_says(run), len(seen))
         first_of.setdefault(g, run)
         together.setdefault((g, pkey, version), []).append(run.id)
-    asked: dict[tuple[int, str, str, str | None], answers.Answer | None] = {}
     rows: list[dict[str, Any]] = []
     for question, backend, mode in _questions():
         points: dict[str, dict[str, Point]] = {}  # platform -> version -> point
+        asked: dict[int, answers.Answer | None] = {}  # group -> its answer to this question
         for (g, pkey, version), ids in together.items():
-            key = (g, question, backend, mode)
-            if key in asked:
-                a = asked[key]
-            else:
-                a = asked[key] = _answer(first_of[g], question, backend, mode)
+            if g not in asked:
+                asked[g] = _answer(first_of[g], question, backend, mode)
+            a = asked[g]
             if a is None:
                 continue
             p = points.setdefault(pkey, {}).setdefault(version, Point())

@@ -54,8 +54,8 @@ def write_units(run_dir: Path, items: list[pytest.Item], one_worker: tuple[str, 
 
 
 def job_status(job: str) -> str | None:
-    """The exit status that tests/run.sh's background job ``job`` wrote; None while it runs
-    (and when nothing is being prepared: then nothing waits)."""
+    """The exit status that tests/run.sh's background job ``job`` wrote; None while it runs.
+    When nothing is being prepared (no ``PREPARING``), "0": nothing waits."""
     where = os.environ.get(PREPARING)
     if not where:
         return "0"
@@ -80,15 +80,16 @@ class TierScheduling(LoadScopeScheduling):
     """xdist's scope scheduling with the units of :func:`write_units` as the scopes, in the
     collection's order, a unit whose job has not ended passed over while others wait."""
 
-    def __init__(self, config: pytest.Config, log: Any = None) -> None:
+    def __init__(self, config: pytest.Config, log: Any = None, *, run_dir: Path) -> None:
         super().__init__(config, log)
         config.option.loadscopereorder = False  # keep the collection's order
+        self._run_dir = run_dir  # where the workers wrote their units (write_units)
         self._units: dict[str, dict[str, Any]] | None = None
         self._needs: dict[str, set[str]] = {}
 
     def _read_units(self) -> dict[str, dict[str, Any]]:
         if self._units is None:
-            self._units = json.loads((Path(os.environ["PROTON_SURVEY_TEST_RUN"]) / UNITS).read_text())
+            self._units = json.loads((self._run_dir / UNITS).read_text())
         return self._units
 
     def _split_scope(self, nodeid: str) -> str:
