@@ -427,10 +427,18 @@ def test_a_task_past_its_budget_is_cancelled_and_not_stored(cluster: Any, tmp_pa
     cat = catalog_mod.load(catalog(tmp_path / "c.toml", [{"name": "stuck", "python": str(py),
                                                              "platforms": ["gfx942"]}]))
     store = Store(f"sqlite:///{tmp_path / 's.db'}")
+
+    def on_update(_row: str, msg: str) -> None:
+        # The budget counts from the task's start. Its way to the probe can itself take
+        # longer than 8 s on a busy machine, so the test holds the driver here, at the
+        # start, until the probe hangs: the budget then runs out on a hang, not a slow start.
+        if msg.startswith("started on "):
+            wait_for(marker, 120)
+
     try:
         with fleet.connected(cluster.address):
             [o] = fleet.run_fleet(store, list(enumerate(cat.candidate)), settings=ProbeSettings(timeout=30),
-                                  budget_s=8)
+                                  budget_s=8, on_update=on_update)
         assert o.status == "not run" and o.message == "no answer within 8 s of starting; cancelled, nothing stored"
         assert marker.exists()  # it hung (for a day), and the survey did not wait
         assert db_rows(store, RUNS) == []
