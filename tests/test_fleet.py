@@ -233,7 +233,9 @@ def cluster() -> Iterator[Any]:
     # seconds rather than half a minute.
     fast_health_checks = {"health_check_period_ms": 1000, "health_check_timeout_ms": 2000,
                           "health_check_failure_threshold": 5}
+    # No dashboard: nothing here reads it, and its processes cost CPU the other tests need.
     c = Cluster(initialize_head=True, head_node_args={"num_cpus": 1, "resources": {fleet.resource_name(H200): 1},
+                                                      "include_dashboard": False,
                                                       "_system_config": fast_health_checks})
     try:
         c.add_node(num_cpus=1, resources={fleet.resource_name(MI300X): 1})
