@@ -24,8 +24,8 @@
 #   chromium              the browser tier: Playwright drives Debian's chromium
 # On a machine without apt-get it names what is missing and stops: install them by hand.
 #
-# Heavy downloads (triton wheels, the Debian root filesystem) are cached under
-# SURVEY_CACHE (default: .cache/ in the checkout) and reused within and across runs.
+# Heavy downloads (triton wheels, the Debian root filesystem) and mypy's cache are kept
+# under SURVEY_CACHE (default: .cache/ in the checkout) and reused within and across runs.
 # Exit status: 0 when every tier passed; pytest's status (1: a test failed) otherwise;
 # 64 bad arguments; 69 a system package is missing and cannot be installed here.
 set -euo pipefail
@@ -47,6 +47,9 @@ say() { printf '[run.sh %s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
 export SURVEY_CACHE=${SURVEY_CACHE:-$PWD/.cache/proton-survey}
 export PIP_CACHE_DIR=${PIP_CACHE_DIR:-$SURVEY_CACHE/pip}
 export PIP_DISABLE_PIP_VERSION_CHECK=1
+# Each Python process of the run (workers, CLIs, servers, probes, Ray tasks) reads the
+# modules' bytecode that the first one wrote, rather than compiling them all again
+unset PYTHONDONTWRITEBYTECODE
 mkdir -p "$SURVEY_CACHE"
 
 # ------------------------------------------------------------------ system packages
@@ -119,9 +122,9 @@ fi
 .venv/bin/ruff check .
 if [[ $mode == all ]]; then
   prepare venvs .venv/bin/python -m tests.envs  # needs proton-survey installed
-  prepare types .venv/bin/mypy
+  prepare types .venv/bin/mypy --cache-dir "$SURVEY_CACHE/mypy"  # incremental: rechecks what changed
 else
-  .venv/bin/mypy
+  .venv/bin/mypy --cache-dir "$SURVEY_CACHE/mypy"
 fi
 
 workers=${TEST_WORKERS:-$(($(nproc) * 2))}
