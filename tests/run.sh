@@ -46,6 +46,7 @@ say() { printf '[run.sh %s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
 
 export SURVEY_CACHE=${SURVEY_CACHE:-$PWD/.cache/proton-survey}
 export PIP_CACHE_DIR=${PIP_CACHE_DIR:-$SURVEY_CACHE/pip}
+export MYPY_CACHE_DIR=${MYPY_CACHE_DIR:-$SURVEY_CACHE/mypy}  # incremental: rechecks what changed
 export PIP_DISABLE_PIP_VERSION_CHECK=1
 # Each Python process of the run (workers, CLIs, servers, probes, Ray tasks) reads the
 # modules' bytecode that the first one wrote, rather than compiling them all again
@@ -122,9 +123,9 @@ fi
 .venv/bin/ruff check .
 if [[ $mode == all ]]; then
   prepare venvs .venv/bin/python -m tests.envs  # needs proton-survey installed
-  prepare types .venv/bin/mypy --cache-dir "$SURVEY_CACHE/mypy"  # incremental: rechecks what changed
+  prepare types .venv/bin/mypy
 else
-  .venv/bin/mypy --cache-dir "$SURVEY_CACHE/mypy"
+  .venv/bin/mypy
 fi
 
 workers=${TEST_WORKERS:-$(($(nproc) * 2))}
