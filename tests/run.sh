@@ -54,20 +54,20 @@ unset PYTHONDONTWRITEBYTECODE
 mkdir -p "$SURVEY_CACHE"
 
 # ------------------------------------------------------------------ system packages
-# package, what finds it installed, why the tests need it
+# package, why the tests need it, what finds it installed (last: it may hold "||")
 packages=(
-  "postgresql|compgen -G '/usr/lib/postgresql/*/bin/pg_ctl' || command -v pg_ctl|the both_stores tests run on a real PostgreSQL server (every tier)"
-  "podman|command -v podman|the podman tier runs real containers"
-  "runc|command -v runc || command -v crun|podman's container runtime"
-  "debootstrap|command -v debootstrap|.ci/build-images makes the test images' Debian root filesystem"
-  "chromium|command -v chromium|the browser tier drives Debian's chromium through Playwright"
+  "postgresql|the both_stores tests run on a real PostgreSQL server (every tier)|compgen -G '/usr/lib/postgresql/*/bin/pg_ctl' || command -v pg_ctl"
+  "podman|the podman tier runs real containers|command -v podman"
+  "runc|podman's container runtime|command -v runc || command -v crun"
+  "debootstrap|.ci/build-images makes the test images' Debian root filesystem|command -v debootstrap"
+  "chromium|the browser tier drives Debian's chromium through Playwright|command -v chromium"
 )
 wanted=(postgresql)
 [[ $mode == all ]] && wanted=(postgresql podman runc debootstrap chromium)
 
 missing=()
 for entry in "${packages[@]}"; do
-  IFS='|' read -r pkg test why <<<"$entry"
+  IFS='|' read -r pkg why test <<<"$entry"
   [[ " ${wanted[*]} " == *" $pkg "* ]] || continue
   bash -c "$test" >/dev/null 2>&1 || missing+=("$pkg|$why")
 done

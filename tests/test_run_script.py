@@ -103,3 +103,46 @@ exit 0
     result = subprocess.run(["bash", "-c", script], capture_output=True, text=True, timeout=60)
     assert result.returncode == 0, result.stderr
     assert _ends(int((tmp_path / "pid").read_text())), "the job's command still runs after the clean-up"
+
+
+def _system_packages_section() -> str:
+    """tests/run.sh's system-packages section, as written there (up to the next section)."""
+    text = RUN_SH.read_text()
+    found = re.findall(r"^# -+ system packages\n(.*?)^# -+ ", text, flags=re.MULTILINE | re.DOTALL)
+    assert len(found) == 1, "tests/run.sh has one system-packages section"
+    return found[0]
+
+
+def _needs(tmp_path: Path, tools: list[str]) -> subprocess.CompletedProcess[str]:
+    """The section run on a machine with only ``tools`` (and no apt-get) on its PATH."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    for name in ["bash", "id", "date", *tools]:
+        real = subprocess.run(["bash", "-c", f"command -v {name} || echo /bin/true"], capture_output=True, text=True)
+        (bin_dir / name).symlink_to(real.stdout.strip())
+    script = f"""set -euo pipefail
+mode=all
+say() {{ printf '%s\\n' "$*" >&2; }}
+{_system_packages_section()}"""
+    return subprocess.run(
+        ["bash", "-c", script], capture_output=True, text=True, timeout=60, env={"PATH": str(bin_dir)}
+    )
+
+
+def test_it_says_which_package_it_needs_and_why(tmp_path: Path) -> None:
+    result = _needs(tmp_path, [])
+    assert result.returncode == 69, result.stderr
+    lines = result.stderr.splitlines()
+    assert "needs podman: the podman tier runs real containers" in lines
+    assert "needs runc: podman's container runtime" in lines
+    named = lines[-1].split("no apt-get here: install these by hand (Debian names): ")[1].split(";")[0].split()
+    assert [name for name in named if name != "postgresql"] == ["podman", "runc", "debootstrap", "chromium"]
+
+
+def test_crun_stands_for_runc(tmp_path: Path) -> None:
+    result = _needs(tmp_path, ["crun", "podman"])
+    assert result.returncode == 69, result.stderr
+    assert not [line for line in result.stderr.splitlines() if line.startswith(("needs runc", "needs podman"))]
+    named = result.stderr.splitlines()[-1].split("(Debian names): ")[1].split(";")[0].split()
+    # postgresql is found where Debian put it, whatever the PATH: this machine may have it or not
+    assert [name for name in named if name != "postgresql"] == ["debootstrap", "chromium"]
