@@ -447,3 +447,40 @@ def test_a_task_past_its_budget_is_cancelled_and_not_stored(cluster: Any, tmp_pa
     finally:
         kill_marked(marker)
         store.close()
+
+
+@pytest.mark.fleet
+def test_a_slow_progress_board_is_not_a_lost_one(cluster: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # The board is an actor: on a cold, busy machine its worker may take longer to come up
+    # than the driver's first ask for its notes. That board is slow, not lost: its notes
+    # (and so when each task really started, from which its budget counts) still arrive.
+    class SlowToStart(fleet.Board):
+        def __init__(self) -> None:
+            time.sleep(12)  # the actor's process coming up on a machine with no core to spare
+            super().__init__()
+
+    monkeypatch.setattr(fleet, "Board", SlowToStart)
+    # the probe waits (at most 120 s) until the driver has said the task started
+    release = tmp_path / "started"
+    wait = f"    i=0; while [ ! -e {shlex.quote(str(release))} ] && [ $i -lt 600 ]; do sleep 0.2; i=$((i+1)); done"
+    py = wrapper(tmp_path / "waiting-python", venv(tmp_path / "plain"), wait)
+    cat = catalog_mod.load(catalog(tmp_path / "c.toml", [{"name": "plain", "python": str(py),
+                                                             "platforms": ["gfx942"]}]))
+    store = Store(f"sqlite:///{tmp_path / 's.db'}")
+    updates: list[str] = []
+    warnings: list[str] = []
+
+    def on_update(_row: str, msg: str) -> None:
+        updates.append(msg)
+        if msg.startswith("started on "):
+            release.touch()
+
+    try:
+        with fleet.connected(cluster.address):
+            [o] = fleet.run_fleet(store, list(enumerate(cat.candidate)), settings=ProbeSettings(timeout=30),
+                                  on_update=on_update, warn=warnings.append)
+        assert [w for w in warnings if "progress board" in w] == []
+        assert [u for u in updates if u.startswith("started on ")], updates
+        assert o.status == "probed", o
+    finally:
+        store.close()

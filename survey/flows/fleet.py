@@ -78,6 +78,9 @@ MAX_RETRIES = 2  # Ray retries of a task whose worker or node died
 OBTAIN_BUDGET_S = {"python": 300.0, "pip": 2400.0, "image": 2400.0}
 MARGIN_S = 120.0
 CONNECT_TIMEOUT_S = 60.0
+# The progress board (an actor) is lost when it fails or says nothing for this long; its
+# first answer waits for its process to come up, seconds or more on a busy machine.
+BOARD_SILENCE_S = 120.0
 NOT_RUN = "not run"
 
 
@@ -623,6 +626,8 @@ def run_fleet(
     started: dict[str, float] = {}  # row -> when its current attempt started (the board says)
     orphaned: dict[str, float] = {}  # row -> since when no live node offers its platform
     board_ok = board is not None
+    taking: Any = None  # the board's answer asked for and not yet read
+    asked = 0.0
     last_watch = 0.0
 
     def cancel(ref: Any) -> None:
@@ -679,12 +684,22 @@ def run_fleet(
                 d.settle(job, local)
             now = time.monotonic()
             if board_ok and refs:
-                try:
-                    notes = ray.get(board.take.remote(), timeout=10)
-                except Exception:
+                # Asked without waiting: an actor whose process is still coming up (a cold, busy
+                # machine) answers late, and is slow, not lost. Lost: it failed, or said nothing
+                # for BOARD_SILENCE_S.
+                notes = []
+                if taking is None:
+                    taking, asked = board.take.remote(), now
+                if ray.wait([taking], timeout=0)[0]:
+                    try:
+                        notes = ray.get(taking)
+                    except Exception:
+                        board_ok = False
+                    taking = None
+                elif now - asked > BOARD_SILENCE_S:
                     board_ok = False
+                if not board_ok:
                     warn("lost the progress board; tasks not yet started count as started now")
-                    notes = []
                     for j in refs.values():
                         started.setdefault(j.row, now)
                 for row, _node_id, host, msg in notes:
