@@ -5,7 +5,7 @@ FastAPI builds it from the routes once. Two things are added here:
 - the request body of ``POST /runs`` is the probe report's own JSON Schema
   (``survey.evidence.report.json_schema``, its ``$defs`` moved to
   ``components/schemas/ProbeReport_*``, integers bounded as uploads
-  are: ``api.upload.check_types``), so a client can validate before uploading,
+  are: ``survey.evidence.report.parse_report(exact=True)``), so a client can validate before uploading,
   and its answers link to the stored run, report and candidate;
 - the ``candidate`` filter of ``/matrix.*`` lists the stored candidate names as
   its ``enum`` (plus ``""``: any), since a name that is not stored is refused.

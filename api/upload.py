@@ -8,7 +8,7 @@
   while it is read (a chunked upload has no Content-Length).
 - A report that is not UTF-8 JSON, or does not match the schema: 422, ``field``
   naming the first failing field (``modes.3.outcome``). The upload holds a
-  report to its JSON Schema exactly (:func:`check_types`): JSON types as
+  report to its JSON Schema exactly (``parse_report(exact=True)``): JSON types as
   declared (no ``false`` for a number, no ``"1"`` for an integer) and integers
   within the bounds ``/openapi.json`` gives them.
 - A body that has not arrived whole within ``body_timeout`` seconds (default
@@ -43,8 +43,8 @@ from db import widths
 from db.store import Store
 from probes import SCHEMA_VERSION
 from survey.environments import catalog as catalog_mod
-from survey.evidence.ingest import IngestResult
-from survey.evidence.report import DEFAULT_MAX_REPORT_BYTES, MAX_INT, check_types
+from survey.evidence.ingest import IngestResult, identify
+from survey.evidence.report import DEFAULT_MAX_REPORT_BYTES, MAX_INT
 from survey.flows.filing import file_report
 
 INT_MIN, INT_MAX = -MAX_INT, MAX_INT  # what every JSON reader holds exactly (survey.evidence.report.MAX_INT)
@@ -110,14 +110,14 @@ async def read_body(request: Request, limit: int, timeout: float) -> bytes:
 
 
 def store_report(store: Store, raw: bytes, candidate: str | None, label: str | None) -> IngestResult:
-    check_types(raw)
+    try:
+        ident = identify(raw, exact=True)  # read once, before the store is touched
+    except RecursionError:  # json.loads of arrays/objects nested past the interpreter's limit
+        raise ApiError(422, "invalid_report", "not a probe report: JSON nested too deep to read")
     with store.session() as s:
-        try:
-            # the rules of `survey ingest`; a name given over HTTP is asked for, so it may be new
-            res = file_report(s, raw, candidate=candidate, label=label, new=True, catalog=catalog_mod.load(None),
-                              source="upload")
-        except RecursionError:  # json.loads of arrays/objects nested past the interpreter's limit
-            raise ApiError(422, "invalid_report", "not a probe report: JSON nested too deep to read")
+        # the rules of `survey ingest`; a name given over HTTP is asked for, so it may be new
+        res = file_report(s, ident, candidate=candidate, label=label, new=True, catalog=catalog_mod.load(None),
+                          source="upload")
     if store.replaced():  # written into a file that is no longer the store's: not acknowledged
         raise ApiError(503, "store_replaced", "the store's file was replaced while this report was being stored; "
                        "it is not in the new file", hint="send it again")

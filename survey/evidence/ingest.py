@@ -73,11 +73,11 @@ def _parse_time(text: str | None) -> dt.datetime | None:
     return t.astimezone(dt.UTC) if t.tzinfo else t.replace(tzinfo=dt.UTC)
 
 
-def _parsed(raw: bytes | str) -> tuple[Report, dict[str, Any], bytes]:
+def _parsed(raw: bytes | str, exact: bool = False) -> tuple[Report, dict[str, Any], bytes]:
     """The report's model, data and canonical JSON (made once: it is most of a report's cost
-    after the validation)."""
+    after the validation). ``exact``: see :func:`survey.evidence.report.parse_report`."""
     try:
-        report, data = parse_report(raw)
+        report, data = parse_report(raw, exact=exact)
     except ReportError as e:
         raise InvalidReport(str(e), field=e.field) from e
     return report, data, canonical_json(data)
@@ -103,9 +103,10 @@ class Identified:
     platform: identity.PlatformId
 
 
-def identify(raw: bytes | str) -> Identified:
-    """Parse, validate and identify one report (:class:`InvalidReport` when it is not one)."""
-    report, _data, text = _parsed(raw)
+def identify(raw: bytes | str, *, exact: bool = False) -> Identified:
+    """Parse, validate and identify one report (:class:`InvalidReport` when it is not one).
+    ``exact``: held to its JSON Schema's types exactly, as uploads and ``survey ingest`` are."""
+    report, _data, text = _parsed(raw, exact)
     return Identified(report, text.decode("utf-8"), hashlib.sha256(text).hexdigest(), identity.environment_of(report),
                       identity.platform_of(report))
 
@@ -336,7 +337,7 @@ def _existing(s: Session, digest: str, name: str) -> IngestResult | None:
 
 def ingest(
     s: Session,
-    raw: bytes | str,
+    raw: bytes | str | Identified,
     *,
     candidate: str | None = None,
     label: str | None = None,
@@ -354,8 +355,9 @@ def ingest(
     otherwise a new candidate is ad hoc and a stored one keeps its scope.
     ``unless_unchanged``: store nothing when this candidate already has a complete run
     of the same environment on the same platform by the same probe version (decided
-    under the write lock, so two surveys at once store one run)."""
-    ident = identify(raw)
+    under the write lock, so two surveys at once store one run). ``raw``: the report, or
+    the report read and identified already (:func:`identify`)."""
+    ident = raw if isinstance(raw, Identified) else identify(raw)
     if resolved is not None and ident.report.origin is None:
         raise InvalidReport("a report from a launcher must carry its origin", field="origin")
     filing = filing_of(ident, candidate=candidate, label=label, kind=kind, spec=spec, position=position, scope=scope)

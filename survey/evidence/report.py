@@ -43,8 +43,12 @@ FactStatus = Literal["found", "absent", "failed"]
 EnvKind = Literal["clean", "inherited"]
 
 
-# Integers stored in 32-bit columns (PostgreSQL INTEGER).
+MAX_INT = 2**53 - 1  # I-JSON (RFC 7493): integers every JSON reader holds exactly
+# Every integer the schema types is held to bounds, by the models themselves: 32 bits for
+# those stored in 32-bit columns (PostgreSQL INTEGER), +-MAX_INT for the rest. Free-form
+# evidence (``Any``, ``Open`` models' extra members) is left open.
 Int32 = Annotated[int, Field(ge=-(2**31), le=2**31 - 1)]
+JsonInt = Annotated[int, Field(ge=-MAX_INT, le=MAX_INT)]
 
 
 class Strict(BaseModel):
@@ -59,15 +63,15 @@ class Open(BaseModel):
 
 class ProbeInfo(Strict):
     version: str
-    repeats: int | None = None
+    repeats: JsonInt | None = None
     started_at: str
     finished_at: str
     duration_s: float
     timeout_s: float
-    jobs: int
+    jobs: JsonInt
     isolation: str
-    interpreters_started: int
-    forked_checks: int = 0
+    interpreters_started: JsonInt
+    forked_checks: JsonInt = 0
     argv: list[str] = Field(default_factory=list)
 
 
@@ -190,7 +194,7 @@ class ModeResult(Strict):
     stub_for: str | None = None
     finalize_error: str | None = None
     attempts: list[Attempt] | None = None
-    outcome_counts: dict[str, int] | None = None
+    outcome_counts: dict[str, JsonInt] | None = None
 
 
 class Candidate(Strict):
@@ -215,12 +219,12 @@ class LibraryResult(Strict):
 
 class HatchetKernel(Strict):
     name: str
-    count: int
+    count: JsonInt
     time_ns: float
 
 
 class HatchetMetrics(Strict):
-    kernel_count: int
+    kernel_count: JsonInt
     gpu_time_ns: float
     top_kernel: str | None
     top_kernel_time_ns: float | None
@@ -240,7 +244,7 @@ class Artifact(Strict):
 
 class ProfileFile(Strict):
     name: str
-    bytes: int
+    bytes: JsonInt
 
 
 class ScopeRecord(Strict):
@@ -256,13 +260,13 @@ class Recorded(Strict):
     format: str | None
     files: list[ProfileFile]
     kernels: list[str]
-    launches: int | None
+    launches: JsonInt | None
     scopes: list[ScopeRecord]
     cycle_metrics: list[str]
-    pc_samples: int | None
-    trace_events: int | None
+    pc_samples: JsonInt | None
+    trace_events: JsonInt | None
     metric_names: list[str]
-    nodes: int
+    nodes: JsonInt
     parse_error: str | None
 
 
@@ -278,8 +282,8 @@ class CaptureResult(Strict):
     fix: str | None
     max_abs_err: float | None
     loop_s: float | None
-    size: int
-    iters: int
+    size: JsonInt
+    iters: JsonInt
     device: str | None
     duration_s: float
     timed_out: bool
@@ -298,7 +302,7 @@ class CaptureResult(Strict):
     kernel: Literal["plain", "scoped", "mixed"] | None = None
     scopes: dict[str, Any] | None = None
     session_mode: str | None = None
-    launches_in_session: int | None = None
+    launches_in_session: JsonInt | None = None
     expected: Literal["kernels", "scopes"] | None = None
     recorded: Recorded | None = None
 
@@ -318,7 +322,7 @@ class Stubs(Open):
 
 
 class Device(Open):
-    index: int | None = None
+    index: JsonInt | None = None
     model: str | None = None
     arch: str | None = None
 
@@ -374,7 +378,6 @@ class Report(Strict):
 assert SCHEMA_VERSION == 3, "bump the Report model (and migrate the store if its columns change) with the schema"
 READABLE_VERSIONS = (1, 2, 3)
 MAX_DEPTH = 64  # deeper than any report the probe writes; deep enough to refuse before recursion fails
-MAX_INT = 2**53 - 1  # I-JSON (RFC 7493): integers every JSON reader holds exactly
 
 
 class ReportError(ValueError):
@@ -483,8 +486,13 @@ def _check_string(text: str, path: tuple[str, ...]) -> None:
         raise ReportError(f"{where}: a string holds a lone surrogate (not valid Unicode)", field=where) from None
 
 
-def parse_report(raw: bytes | str) -> tuple[Report, dict[str, Any]]:
-    """Parse and validate; returns the model and the JSON object."""
+def parse_report(raw: bytes | str, *, exact: bool = False) -> tuple[Report, dict[str, Any]]:
+    """Parse and validate; returns the model and the JSON object.
+
+    ``exact`` holds the report to its JSON Schema exactly, as uploads and ``survey ingest``
+    are: each value of the JSON type declared (the lenient reading, pydantic's lax mode,
+    turns ``false`` into 0.0 and ``"3"`` into 3). A report invalid either way is refused
+    as the lenient reading refuses it (its message names the first field)."""
     text = decode_text(raw)
     try:
         data = json.loads(text, parse_constant=_no_constant, parse_float=_finite_float)
@@ -504,6 +512,12 @@ def parse_report(raw: bytes | str) -> tuple[Report, dict[str, Any]]:
             f"{', '.join(map(str, READABLE_VERSIONS))}",
             field="schema_version",
         )
+    strict: ValidationError | None = None
+    if exact:
+        try:
+            return Report.model_validate(data, strict=True), data  # one validation for a valid report
+        except ValidationError as e:
+            strict = e
     try:
         report = Report.model_validate(data)
     except ValidationError as e:
@@ -511,6 +525,14 @@ def parse_report(raw: bytes | str) -> tuple[Report, dict[str, Any]]:
         loc = ".".join(str(x) for x in err["loc"]) or "(root)"
         raise ReportError(f"{loc}: {err['msg']} (and {e.error_count() - 1} more)" if e.error_count() > 1
                           else f"{loc}: {err['msg']}", field=loc) from e
+    if strict is not None:
+        # JSON Schema counts 3.0 as an integer; pydantic's strict mode does not.
+        errs = [x for x in strict.errors() if not (x["type"] == "int_type" and isinstance(x.get("input"), float)
+                                                   and x["input"].is_integer())]
+        if errs:
+            err = errs[0]
+            loc = ".".join(str(x) for x in err["loc"]) or "(root)"
+            raise ReportError(f"{loc}: {err['msg']} (a {type(err.get('input')).__name__} was given)", field=loc)
     return report, data
 
 
@@ -518,9 +540,11 @@ NO_NUL = "^[^\\x00]*$"
 
 
 def _held_to_parse_rules(node: Any) -> Any:
-    """The schema says what parse_report enforces beyond the models: integers within
-    +-MAX_INT. (NUL is allowed: the stored JSON escapes it, and ingest shows it as
-    U+2400 in the columns it copies, which PostgreSQL could not hold.)"""
+    """Every integer the schema types within +-MAX_INT: the models give their integers
+    bounds (``JsonInt``, ``Int32``); this adds them where a model's type carries none (the
+    integers of a ``Literal``), so the published schema says it everywhere. (NUL is
+    allowed: the stored JSON escapes it, and ingest shows it as U+2400 in the columns it
+    copies, which PostgreSQL could not hold.)"""
     if isinstance(node, dict):
         out = {k: _held_to_parse_rules(v) for k, v in node.items()}
         if out.get("type") == "integer":
@@ -546,71 +570,6 @@ def _schema() -> dict[str, Any]:
     return schema
 
 
-def _int_fits(value: int, node: dict[str, Any], defs: dict[str, Any]) -> bool:
-    """Whether ``node`` of the JSON Schema lets this integer be, as to its bounds
-    (a value of a type the node does not take is the models' to refuse)."""
-    node = _deref(node, defs)
-    alternatives = node.get("anyOf") or node.get("oneOf")
-    if alternatives:
-        takers = [a for a in (_deref(x, defs) for x in alternatives)
-                  if a.get("anyOf") or a.get("oneOf") or a.get("type") in (None, "integer", "number")]
-        return not takers or any(_int_fits(value, a, defs) for a in takers)
-    if node.get("type") == "integer":
-        return bool(node.get("minimum", -MAX_INT) <= value <= node.get("maximum", MAX_INT))
-    return True
-
-
-def _deref(node: dict[str, Any], defs: dict[str, Any]) -> dict[str, Any]:
-    while "$ref" in node:
-        node = defs[node["$ref"].rsplit("/", 1)[-1]]
-    return node
-
-
-def _children(node: dict[str, Any], defs: dict[str, Any], key: str | int) -> list[dict[str, Any]]:
-    """The schema nodes a member ``key`` of a value under ``node`` is held to."""
-    node = _deref(node, defs)
-    out: list[dict[str, Any]] = []
-    for alt in node.get("anyOf") or node.get("oneOf") or []:
-        out.extend(_children(alt, defs, key))
-    if isinstance(key, str):
-        props = node.get("properties", {})
-        extra = node.get("additionalProperties")
-        if key in props:
-            out.append(props[key])
-        elif isinstance(extra, dict):
-            out.append(extra)
-    else:
-        items = node.get("items")
-        if isinstance(items, dict):
-            out.append(items)
-    return out
-
-
-def out_of_bounds(data: Any) -> str | None:
-    """The first integer (dotted path) outside the bounds the report's JSON Schema
-    gives it: Int32 fields, and +-MAX_INT wherever the schema types an integer --
-    not inside free-form evidence, which the schema leaves open."""
-    schema = _schema()
-    defs = schema.get("$defs", {})
-    stack: list[tuple[Any, list[dict[str, Any]], tuple[str, ...]]] = [(data, [schema], ())]
-    while stack:
-        value, nodes, path = stack.pop()
-        if not nodes:
-            continue
-        if isinstance(value, bool):
-            continue
-        if isinstance(value, int):
-            if not all(_int_fits(value, n, defs) for n in nodes):
-                return ".".join(path) or "(root)"
-        elif isinstance(value, dict):
-            for k, v in value.items():
-                stack.append((v, [c for n in nodes for c in _children(n, defs, k)], path + (k,)))
-        elif isinstance(value, list):
-            for i, v in enumerate(value):
-                stack.append((v, [c for n in nodes for c in _children(n, defs, i)], path + (str(i),)))
-    return None
-
-
 # ------------------------------------------------------------------ what any report is held to
 MAX_REPORT_BYTES_ENV = "SURVEY_MAX_UPLOAD_BYTES"
 DEFAULT_MAX_REPORT_BYTES = 8 * 1024 * 1024  # the largest report stored, by upload or `survey ingest`
@@ -629,32 +588,3 @@ def max_report_bytes() -> int:
     if value <= 0:
         raise ValueError(f"{MAX_REPORT_BYTES_ENV}={text!r} is not a number of bytes")
     return value
-
-
-def check_types(raw: bytes) -> None:
-    """:class:`InvalidReport` for a report that the lenient reading (``survey.evidence.ingest``)
-    would take but its JSON Schema does not: a value of another JSON type (pydantic's lax mode
-    turns ``false`` into 0.0 and ``"3"`` into 3) or an integer outside its schema bounds
-    (:func:`out_of_bounds`: 32 bits for exit codes, sizes and counts the store keeps in
-    columns, +-(2**53-1) elsewhere the schema types an integer). A report invalid either way
-    is left to ``ingest``, whose message names the first field."""
-    from survey.core.errors import InvalidReport
-
-    try:
-        data = json.loads(raw)
-        Report.model_validate(data)
-    except (ValueError, RecursionError, ValidationError):
-        return
-    try:
-        Report.model_validate(data, strict=True)
-    except ValidationError as e:
-        # JSON Schema counts 3.0 as an integer; pydantic's strict mode does not.
-        errs = [x for x in e.errors() if not (x["type"] == "int_type" and isinstance(x.get("input"), float)
-                                              and x["input"].is_integer())]
-        if errs:
-            err = errs[0]
-            loc = ".".join(str(x) for x in err["loc"]) or "(root)"
-            raise InvalidReport(f"{loc}: {err['msg']} (a {type(err.get('input')).__name__} was given)", field=loc)
-    wide = out_of_bounds(data)
-    if wide:
-        raise InvalidReport(f"{wide}: an integer outside the bounds the report's JSON Schema gives it", field=wide)

@@ -26,7 +26,7 @@ from survey.core.errors import InputError, InvalidReport, UsageProblem
 from survey.environments.catalog import Catalog
 from survey.evidence import queries
 from survey.evidence.ingest import Identified, IngestResult, filing_of, identify, ingest, ingest_many
-from survey.evidence.report import MAX_REPORT_BYTES_ENV, check_types
+from survey.evidence.report import MAX_REPORT_BYTES_ENV
 
 
 def _filing_args(s: Session, candidate: str | None, label: str | None, new: bool,
@@ -50,7 +50,7 @@ def _filing_args(s: Session, candidate: str | None, label: str | None, new: bool
     return {"candidate": candidate, "label": label}
 
 
-def file_report(s: Session, raw: bytes | str, *, candidate: str | None, label: str | None, new: bool,
+def file_report(s: Session, raw: bytes | str | Identified, *, candidate: str | None, label: str | None, new: bool,
                 catalog: Catalog, source: str) -> IngestResult:
     return ingest(s, raw, source=source, **_filing_args(s, candidate, label, new, catalog))
 
@@ -88,8 +88,7 @@ def read_reports(reports: list[Path], limit: int) -> tuple[list[Path], list[Iden
             raise InvalidReport(f"{path}: a report may be at most {limit} bytes", field="body",
                                 hint=f"nothing was stored; the limit is {MAX_REPORT_BYTES_ENV}, as for uploads")
         try:
-            check_types(raw)
-            idents.append(identify(raw))
+            idents.append(identify(raw, exact=True))
         except InputError as e:
             raise type(e)(f"{path}: {e.message}", field=e.field, hint="nothing was stored")
     return paths, idents
