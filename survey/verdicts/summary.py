@@ -30,7 +30,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from sqlalchemy import delete, event, exists, insert, select, tuple_
+from sqlalchemy import delete, event, exists, insert, select, tuple_, update
 from sqlalchemy.orm import Session, selectinload
 
 from db import models as m
@@ -141,8 +141,8 @@ def refresh(s: Session, slot_ids: list[int]) -> dict[int, tuple[int, list[dict[s
         worked = cells_mod.run_cells(s, runs)
         rows = [{"slot_id": sid, "run_id": rid, "ord": i, **{k: _plain(c[k]) for k in cells_mod.ALL_KEYS}}
                 for sid, rid in slot_runs.items() for i, c in enumerate(worked[rid])]
-        if rows:
-            s.execute(insert(m.Cell), rows)
+        if rows:  # Core: one executemany (the ORM's bulk insert splits rows by which values are None)
+            s.connection().execute(insert(m.Base.metadata.tables["cells"]), rows)
         out.update((sid, (rid, worked[rid])) for sid, rid in slot_runs.items())
     return out
 
@@ -152,9 +152,11 @@ def _plain(value: Any) -> Any:
 
 
 def _set_stamp(s: Session, version: str) -> None:
-    s.execute(delete(m.Meta).where(m.Meta.key == STAMP))
-    s.add(m.Meta(key=STAMP, value=stamp_of(version)))
-    s.flush()
+    moved = s.execute(update(m.Meta).where(m.Meta.key == STAMP).values(value=stamp_of(version))
+                      .execution_options(synchronize_session=False))
+    if getattr(moved, "rowcount", 0) == 0:
+        s.add(m.Meta(key=STAMP, value=stamp_of(version)))
+        s.flush()
 
 
 def rebuild(s: Session) -> int:
