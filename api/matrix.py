@@ -31,7 +31,7 @@ from api import formats, pages, render
 from api.cache import Entry
 from api.errors import ApiError
 from api.schemas import ERRORS, MatrixResponse
-from api.shared import MODE_LABELS, cut_text, one_of, stored_names, stored_platforms
+from api.shared import MODE_LABELS, cut_text, is_stored, one_of, stored_names, stored_platforms
 from db import widths
 from db.store import Store
 from probes import outcomes as O
@@ -97,16 +97,14 @@ def grid(rows: list[dict[str, Any]], claims: list[dict[str, Any]] | None = None)
             "documented": list(documented.values())}
 
 
-def check_filters(filters: dict[str, str | None], names: list[str]) -> None:
-    """422 for a filter value that names no backend, mode, outcome, verdict or stored candidate."""
+def check_filters(filters: dict[str, str | None]) -> None:
+    """422 for a filter value that names no backend, mode, outcome or verdict (a stored
+    candidate: :func:`api.shared.is_stored`)."""
     for what, valid in (("backend", O.BACKENDS), ("mode", MODE_LABELS), ("outcome", O.OUTCOMES),
                         ("verdict", VERDICTS)):
         value = filters.get(what)
         if value and value not in valid:
             raise one_of(what, value, valid)
-    name = filters.get("candidate")
-    if name and name not in names:
-        raise one_of("candidate", name, names)
 
 
 def docs_entry(store: Store, scope: str) -> Entry:
@@ -201,10 +199,12 @@ async def matrix_view(
         entry = await cache_mod.memo(request, version, ("matrix", "md", the_scope),
                                      lambda: docs_entry(state.store, the_scope))
         return cache_mod.answer(request, version, entry, if_none_match)
-    names: list[str] = []
-    if filters["candidate"]:
-        names = await cache_mod.memo(request, version, ("names",), lambda: stored_names(state.store))
-    check_filters(filters, names)
+    check_filters(filters)
+    name = filters["candidate"]
+    if name and not await cache_mod.memo(request, version, ("stored", name), lambda: is_stored(state.store, name)):
+        # every name only for the answer that lists them
+        raise one_of("candidate", name, await cache_mod.memo(request, version, ("names",),
+                                                             lambda: stored_names(state.store)))
     if filters["platform"]:
         keys = await cache_mod.memo(request, version, ("platforms",), lambda: stored_platforms(state.store))
         if filters["platform"] not in keys:

@@ -42,6 +42,12 @@ def stored_names(store: Store) -> list[str]:
         return [c.name for c in queries.candidates(s)]
 
 
+def is_stored(store: Store, name: str) -> bool:
+    """Whether a candidate of this name is stored (one indexed look-up, not every name)."""
+    with store.session() as s:
+        return queries.find_candidate(s, name) is not None
+
+
 def one_of(what: str, value: str, valid: tuple[str, ...] | list[str]) -> ApiError:
     shown = ", ".join(valid[:SHOWN_NAMES]) + (f" (and {len(valid) - SHOWN_NAMES} more: /candidates)"
                                                if len(valid) > SHOWN_NAMES else "")
