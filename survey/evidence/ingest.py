@@ -93,22 +93,25 @@ def validate(raw: bytes | str) -> tuple[Report, dict[str, Any], str]:
 class Identified:
     """A report read and identified, before anything is written (ingest is parse ->
     identify -> write): the model, its canonical JSON (exactly the text that was
-    validated and hashed), that hash, and the environment and platform it files under
-    (``survey/evidence/identity.py``: derived from the report alone)."""
+    validated and hashed) in its stored, compressed form, that hash, and the environment
+    and platform it files under (``survey/evidence/identity.py``: derived from the report
+    alone). Compressed here, so that a writer does it before it takes the store's write
+    lock, and many reports read before a bulk write hold an eighth of their text."""
 
     report: Report
-    text: str
+    body: bytes  # db.models.compress of the canonical JSON
     digest: str
     environment: identity.EnvironmentId
     platform: identity.PlatformId
+    nul: bool  # the report holds NUL somewhere (JSON writes it \u0000)
 
 
 def identify(raw: bytes | str, *, exact: bool = False) -> Identified:
     """Parse, validate and identify one report (:class:`InvalidReport` when it is not one).
     ``exact``: held to its JSON Schema's types exactly, as uploads and ``survey ingest`` are."""
     report, _data, text = _parsed(raw, exact)
-    return Identified(report, text.decode("utf-8"), hashlib.sha256(text).hexdigest(), identity.environment_of(report),
-                      identity.platform_of(report))
+    return Identified(report, m.compress_bytes(text), hashlib.sha256(text).hexdigest(),
+                      identity.environment_of(report), identity.platform_of(report), b"\\u0000" in text)
 
 
 def default_candidate_name(report: Report) -> str:
@@ -313,12 +316,12 @@ def _store_children(s: Session, written: list[tuple[m.Run, Identified]]) -> None
     """The report text and the normalised rows of runs just added: one ``INSERT`` (of
     many rows) per table, whatever the number of runs."""
     conn = s.connection()  # Core executemany: the ORM's bulk path splits rows by which JSON values are null
-    conn.execute(insert(m.Base.metadata.tables["reports"]), [{"run_id": run.id, "body": m.compress(ident.text),
-                                               "sha256": ident.digest} for run, ident in written])
+    conn.execute(insert(m.Base.metadata.tables["reports"]), [{"run_id": run.id, "body": ident.body,
+                                                               "sha256": ident.digest} for run, ident in written])
     tables: dict[Any, list[dict[str, Any]]] = {m.ModeRow: [], m.LibraryRow: [], m.CaptureRow: []}
     for run, ident in written:
-        # JSON writes NUL as \u0000: a canonical text without one has none to show as U+2400
-        for model, rows in _child_rows(run.id, ident.report, "\\u0000" in ident.text).items():
+        # a report without NUL has none to show as U+2400
+        for model, rows in _child_rows(run.id, ident.report, ident.nul).items():
             tables[model] += rows
     for model, rows in tables.items():
         if rows:
