@@ -14,7 +14,9 @@ Nothing here decides an answer: it only repeats one a view gave for the same
 request at the same version. The matrix version moves in the same transaction
 as every new run (:mod:`survey.evidence.ingest`), so a record never outlives its evidence.
 The records are bounded (:data:`MAX_ANSWERS` answers and :data:`MAX_BYTES` of
-bodies, least recently used first out): raw query strings come from clients.
+bodies, least recently used first out): raw query strings come from clients. Only the
+current version's records are kept: when a request reads another version, the records
+of every other version go (none could be replayed again).
 """
 
 from __future__ import annotations
@@ -51,6 +53,7 @@ class Replay:
         self.answers: OrderedDict[tuple[Any, ...], Recorded] = OrderedDict()
         self.bytes = 0
         self.replayed = 0  # answers given from a record (a figure for tests and benchmarks)
+        self.version: str | None = None  # the version the last request read
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http" or scope["method"] not in ("GET", "HEAD") or store_free(scope["path"]):
@@ -63,6 +66,9 @@ class Replay:
                 break
         base = (scope["method"], scope.get("root_path", ""), scope["path"], scope["query_string"])
         version = await self.pool.run(self.cache.version)
+        if version != self.version:  # moved: no request will be answered from another version's records
+            self.version = version
+            self._keep_only(version)
         for matched in (True, False) if if_none_match else (False,):
             got = self.answers.get((*base, matched))
             if got is not None and got.version == version and got.epoch == self.cache.epoch \
@@ -105,3 +111,7 @@ class Replay:
         while self.answers and (len(self.answers) > self.max_answers or self.bytes > self.max_bytes):
             _key, gone = self.answers.popitem(last=False)
             self.bytes -= len(gone.body)
+
+    def _keep_only(self, version: str) -> None:
+        for key in [k for k, r in self.answers.items() if r.version != version]:
+            self.bytes -= len(self.answers.pop(key).body)

@@ -112,3 +112,23 @@ def test_records_are_bounded(filled_store: Store, monkeypatch: pytest.MonkeyPatc
         client.get("/matrix.json?y=1")
         assert replay.bytes <= replay.max_bytes and [k[3] for k in replay.answers][-1] == b"y=1"
         assert replay.bytes == sum(len(r.body) for r in replay.answers.values())
+
+
+def test_records_of_an_earlier_version_go_when_the_version_moves(client: TestClient, store_url: str) -> None:
+    # Each upload moves the version, and a record is replayed only at its own version: kept,
+    # the old ones would hold memory (up to MAX_BYTES) that no request can use again.
+    for url in READS:
+        client.get(url)
+    replay = replay_of(client)
+    assert len(replay.answers) >= len(READS)
+    writer = Store(store_url)
+    try:
+        with writer.session() as s:
+            ingest(s, report_bytes("h200-triton-3.6.0.json"), candidate="h200", label="H200",
+                   kind="python", spec={"python": "python3"}, position=9, source="ingest", scope="catalog")
+    finally:
+        writer.close()
+    new = client.get("/matrix.json")
+    assert new.status_code == 200
+    [only] = replay.answers.values()  # the new version's first answer, and nothing of the old
+    assert only.body == new.content and replay.bytes == len(new.content)
