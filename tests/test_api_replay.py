@@ -65,19 +65,24 @@ def test_a_replayed_answer_is_the_views_answer_byte_for_byte(client: TestClient,
     assert replay.replayed == before + 4
 
 
-@pytest.mark.both_stores
-def test_new_evidence_is_never_answered_from_an_old_record(client: TestClient, store_url: str) -> None:
-    old = client.get("/matrix.json")
-    assert client.get("/matrix.json").content == old.content
-    names = {r["candidate"] for r in old.json()["rows"]}
-    assert "h200" not in names
-    writer = Store(store_url)  # another connection, as another process (a survey, an upload) would write
+def new_evidence(store_url: str) -> None:
+    """A new run stored through another connection, as another process (a survey, an upload) would write it."""
+    writer = Store(store_url)
     try:
         with writer.session() as s:
             ingest(s, report_bytes("h200-triton-3.6.0.json"), candidate="h200", label="H200",
                    kind="python", spec={"python": "python3"}, position=9, source="ingest", scope="catalog")
     finally:
         writer.close()
+
+
+@pytest.mark.both_stores
+def test_new_evidence_is_never_answered_from_an_old_record(client: TestClient, store_url: str) -> None:
+    old = client.get("/matrix.json")
+    assert client.get("/matrix.json").content == old.content
+    names = {r["candidate"] for r in old.json()["rows"]}
+    assert "h200" not in names
+    new_evidence(store_url)
     new = client.get("/matrix.json")
     assert "h200" in {r["candidate"] for r in new.json()["rows"]}
     assert new.json()["count"] > old.json()["count"]
@@ -121,13 +126,7 @@ def test_records_of_an_earlier_version_go_when_the_version_moves(client: TestCli
         client.get(url)
     replay = replay_of(client)
     assert len(replay.answers) >= len(READS)
-    writer = Store(store_url)
-    try:
-        with writer.session() as s:
-            ingest(s, report_bytes("h200-triton-3.6.0.json"), candidate="h200", label="H200",
-                   kind="python", spec={"python": "python3"}, position=9, source="ingest", scope="catalog")
-    finally:
-        writer.close()
+    new_evidence(store_url)
     new = client.get("/matrix.json")
     assert new.status_code == 200
     [only] = replay.answers.values()  # the new version's first answer, and nothing of the old
