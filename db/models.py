@@ -238,6 +238,18 @@ class Cell(Base):
     stub_id: Mapped[int | None] = mapped_column(Integer, nullable=True)
 
 
+class SlotFacts(Base):
+    """What the docs table and its Since section read of a slot's latest complete run
+    (``survey.verdicts.facts``: JSON), kept with the slot's cells by the same writer,
+    under the same stamp."""
+
+    __tablename__ = "slot_facts"
+
+    slot_id: Mapped[int] = mapped_column(ForeignKey("slots.id"), primary_key=True)
+    run_id: Mapped[int] = mapped_column(ForeignKey("runs.id"))
+    facts: Mapped[str] = mapped_column(Text)
+
+
 class ModeRow(Base):
     __tablename__ = "mode_results"
     __table_args__ = (Index("ix_mode_results_run", "run_id"),)

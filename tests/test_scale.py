@@ -21,6 +21,7 @@ from sqlalchemy import event, select, text
 from db import models as m
 from db.store import Store
 from survey.evidence.ingest import Filing, Identified, identify, ingest_many
+from survey.render import docs_table
 from survey.verdicts import cells as cells_mod
 from survey.verdicts import matrix as survey_matrix
 
@@ -28,7 +29,8 @@ pytestmark = pytest.mark.both_stores
 
 RUNS = 1000
 # Tables that grow with the runs: no statement of a request may read one whole.
-GROWING = ("runs", "reports", "mode_results", "library_results", "capture_results", "slots", "cells")
+GROWING = ("runs", "reports", "mode_results", "library_results", "capture_results", "slots", "cells",
+           "slot_facts")
 MAX_STATEMENTS = 30  # a page's own reads; a per-slot or per-run query would pass this at once
 PAGE = 20  # slots per filtered page: a small part of the store's (about 280)
 
@@ -148,6 +150,12 @@ def test_a_request_reads_its_own_slots_on_a_store_of_a_thousand_runs(big_store: 
     with statements(store) as seen, store.session() as s:
         s.execute(select(m.Run.id).where(m.Run.host == "host-1")).all()
     assert len(full_scans(store, seen)) == 1
+
+    # The docs table (`survey table`, /matrix.md) reads each slot's kept facts, not its runs: no run
+    # is built, and its statements do not grow with the slots (a store of 100,000 runs has 10,000 rows).
+    with statements(store) as seen, runs_loaded() as loaded, store.session() as s:
+        table = docs_table.build(s)
+    assert len(table.rows) >= 100 and loaded == [] and len(seen) <= MAX_STATEMENTS, (len(loaded), len(seen))
 
     # The service's candidate filter looks up the one name asked for (a store of 100,000 runs
     # has 10,000 candidates: checking the name read them all, again after every upload).

@@ -19,10 +19,11 @@ from db.store import Store
 from probes import outcomes as O
 from survey.evidence import identity, queries
 from survey.evidence.ingest import Filing, identify, ingest, ingest_many, record_failure
+from survey.render import docs_table
 from survey.verdicts import cells as cells_mod
+from survey.verdicts import facts as facts_mod
 from survey.verdicts import matrix as matrix_mod
 from survey.verdicts import summary
-from survey.verdicts.modes import published_verdicts
 from tests.conftest import report_bytes, survey_cli
 
 pytestmark = pytest.mark.both_stores
@@ -48,17 +49,25 @@ def kept(store: Store) -> dict[int, list[dict[str, Any]]]:
         return {i: stored.get(i, []) for i in ids}  # type: ignore[misc]
 
 
+def facts_worked_out(store: Store) -> dict[int, facts_mod.Facts]:
+    """Slot id -> its facts worked out from the runs (their published verdicts pooled
+    again, not read back from the cells), in a fresh session and cache."""
+    cells_mod._CELLS.clear()
+    with store.session() as s:
+        slots = [sl for sl in queries.slots(s, "all") if sl.complete is not None]
+        worked = cells_mod.run_cells(s, [sl.complete for sl in slots])  # type: ignore[misc]
+        return {sl.id: facts_mod.facts_of(sl.complete, worked[sl.complete.id])  # type: ignore[misc, union-attr]
+                for sl in slots}
+
+
 def assert_kept(store: Store) -> None:
     want = worked_out(store)
     assert want and all(want.values())
     assert kept(store) == want
-    with store.session() as s:  # the published verdicts read back from them are the runs' own
-        slots = [sl for sl in queries.slots(s, "all") if sl.complete is not None]
-        live = {sl.id: published_verdicts(sl.complete) for sl in slots}  # type: ignore[arg-type]
-    with store.session() as s:
-        slots = [sl for sl in queries.slots(s, "all", checks=False) if sl.complete is not None]
-        assert summary.use_stored_verdicts(s, slots) is not None
-        assert {sl.id: published_verdicts(sl.complete) for sl in slots} == live  # type: ignore[arg-type]
+    facts = facts_worked_out(store)
+    assert facts.keys() == want.keys()
+    with store.session() as s:  # the docs table's facts of each slot, kept beside its cells
+        assert summary.stored_facts(s, facts) == facts
 
 
 def variant(name: str, prefix: str, started: str, flip: str | None = None) -> bytes:
@@ -129,10 +138,14 @@ def test_a_write_the_summary_did_not_see_makes_it_stale_and_the_answers_stay_the
             ingest(s, report_bytes(name), candidate=f"c{i}", label=f"C{i}", position=i, scope="catalog")
         ingest(s, variant(NAMES[3], "/venvs/x", "2026-12-03T00:00:00+00:00", flip="cupti"), candidate="c3",
                scope="catalog")
+        record_failure(s, "gone", label="Gone", kind="pip", spec={"pip": ["triton==9.9.9"]}, position=7,
+                       error="no such wheel", platform=identity.PlatformId("none:x86_64", "none", None, "x86_64", {}))
     with store.session() as s:
         assert summary.current(s)
         stored_rows = matrix_mod.matrix(s, scope="all")
         filtered = matrix_mod.page(s, 0, 2, backend="cupti", outcome=O.NO_GPU)
+        table = docs_table.markdown(s, "all", ["source", "platform", "triton", "choices", *O.BACKENDS, "capture",
+                                               "evidence"])
     with store.engine.begin() as conn:  # as another program writing the store would
         conn.execute(text("UPDATE meta SET value = CAST(CAST(value AS INTEGER) + 1 AS VARCHAR(20)) "
                           "WHERE key = 'matrix_version'"))
@@ -141,6 +154,8 @@ def test_a_write_the_summary_did_not_see_makes_it_stale_and_the_answers_stay_the
         assert not summary.current(s)
         assert matrix_mod.matrix(s, scope="all") == stored_rows
         assert matrix_mod.page(s, 0, 2, backend="cupti", outcome=O.NO_GPU) == filtered
+        assert docs_table.markdown(s, "all", ["source", "platform", "triton", "choices", *O.BACKENDS, "capture",
+                                              "evidence"]) == table
     with store.session() as s:  # a write now leaves it stale: it never claims more than it saw
         ingest(s, variant(NAMES[0], "/venvs/y", "2026-12-03T01:00:00+00:00"), candidate="c9", scope="catalog")
     with store.session() as s:

@@ -77,9 +77,15 @@ class Slot:
     @property
     def platform_label(self) -> str:
         p = self.platform
-        if p is None or p.key == "unrecorded":
-            return "platform not recorded"
-        return platform_label(p.vendor, p.model, p.arch)
+        return slot_platform_label(p.key, p.vendor, p.model, p.arch) if p is not None else slot_platform_label(None)
+
+
+def slot_platform_label(key: str | None, vendor: str = "", model: str | None = None,
+                        arch: str | None = None) -> str:
+    """A slot's platform in words (key None: a slot without a platform)."""
+    if key is None or key == "unrecorded":
+        return "platform not recorded"
+    return platform_label(vendor, model, arch)
 
 
 def _slot_query(s: Session, scope: str, candidate: str | None, platform: str | None,
@@ -132,6 +138,40 @@ def slots(s: Session, scope: str = "all", candidate: str | None = None, checks: 
     if whole:
         memo[(scope, candidate, platform, checks)] = out
     return list(out)
+
+
+@dataclass(frozen=True)
+class SlotLine:
+    """One slot as plain values (:func:`slot_lines`): no run loaded."""
+
+    name: str
+    label: str
+    spec: dict[str, Any] | None
+    slot_id: int | None  # None: a candidate with no run
+    platform_key: str | None
+    platform_label: str
+    complete_run_id: int | None
+    last_run_id: int | None
+
+
+def slot_lines(s: Session, scope: str = "all") -> list[SlotLine]:
+    """Every slot of a scope, in :func:`slots`' order, in one query of plain rows: for a
+    reader that takes each slot's checks from what is kept of them (``survey.verdicts.summary``)."""
+    q = _slot_query(s, scope, None, None).with_only_columns(
+        m.Candidate.name, m.Candidate.label, m.Candidate.spec, m.Slot.id, m.Platform.key, m.Platform.vendor,
+        m.Platform.model, m.Platform.arch, m.Slot.complete_run_id, m.Slot.last_run_id)
+    return [SlotLine(name, label, spec, sid, key, slot_platform_label(key, vendor, model, arch) if key is not None
+                     else slot_platform_label(None), complete, last)
+            for name, label, spec, sid, key, vendor, model, arch, complete, last in s.execute(q)]
+
+
+def runs_by_id(s: Session, ids: list[int]) -> list[m.Run]:
+    """These runs (500 ids a query)."""
+    ids = sorted(set(ids))
+    out: list[m.Run] = []
+    for first in range(0, len(ids), 500):
+        out += s.scalars(select(m.Run).where(m.Run.id.in_(ids[first:first + 500]))).all()
+    return out
 
 
 _SLOTS = "proton-survey.evidence.slots"
@@ -257,13 +297,18 @@ def resolve_ref(s: Session, ref: str) -> m.Run:
     return get_run(s, int(text))
 
 
-def provenance(run: m.Run) -> dict[str, Any]:
-    env = run.environment
+def triton_wheels(env: m.Environment | None) -> list[str]:
+    """The Triton wheels an environment was resolved to: ``triton 3.6.0 sha256:0123456789ab``."""
     resolved = env.resolved if env else {}
-    wheels = [
+    return [
         f"{i['name']} {i['version']} sha256:{(i.get('sha256') or '?')[:12]}"
         for i in resolved.get("installed", []) if i.get("name") in ("triton", "pytorch-triton-rocm", "pytorch-triton")
     ]
+
+
+def provenance(run: m.Run) -> dict[str, Any]:
+    env = run.environment
+    wheels = triton_wheels(env)
     return {
         "run_id": run.id,
         "date": iso(run.finished_at),

@@ -51,10 +51,11 @@ from survey.evidence import queries
 from survey.evidence.queries import iso
 from survey.render import escape
 from survey.render.table import pipe_table
+from survey.verdicts import cells as cells_mod
 from survey.verdicts import documented as documented_mod
-from survey.verdicts import since, stability, summary, vocabulary
-from survey.verdicts.modes import BACKEND_ORDER, MODE_ORDER, Acceptance, ModeVerdict, published_verdicts
-from survey.verdicts.verdict import runs_here
+from survey.verdicts import since, summary, vocabulary
+from survey.verdicts.facts import Check, Facts
+from survey.verdicts.modes import BACKEND_ORDER, MODE_ORDER, Acceptance
 
 # column key -> header, in the order `--columns` lists them
 HEADERS = {
@@ -117,7 +118,7 @@ def _mode_name(mode: str | None) -> str:
     return "no mode" if mode is None else f"`{mode}`"
 
 
-def _refusal(vs: list[ModeVerdict]) -> list[str]:
+def _refusal(vs: list[Check]) -> list[str]:
     """"`pcsampling` raises `unsupported mode`", grouped by reason."""
     groups: dict[str, list[str]] = {}
     for v in vs:
@@ -134,14 +135,9 @@ def _refusal(vs: list[ModeVerdict]) -> list[str]:
     return out
 
 
-Here = dict[tuple[str, str | None], tuple[str, str | None]]  # (backend, mode) -> its verdict here and cause
-
-
-def modes_cell(run: m.Run, backend: str, here: Here | None = None) -> tuple[str, str | None]:
-    """The "`<backend>` modes" cell and its caveat (stub-derived), if any. ``here``: each
-    (backend, mode)'s verdict here as the stored cells hold it (else worked out from
-    ``run``: ``survey.verdicts.verdict.runs_here``)."""
-    vs = {v.mode: v for v in published_verdicts(run) if v.backend == backend}
+def modes_cell(facts: Facts, backend: str) -> tuple[str, str | None]:
+    """The "`<backend>` modes" cell and its caveat (stub-derived), if any."""
+    vs = {c.mode: c for c in facts.checks if c.backend == backend}
     if not vs:
         return "not measured", None
     if all(v.verdict == Acceptance.ABSENT for v in vs.values()):
@@ -171,23 +167,20 @@ def modes_cell(run: m.Run, backend: str, here: Here | None = None) -> tuple[str,
     note = None
     if stubbed:
         # both facts of each such mode, in the words /matrix and survey check use
-        said = []
-        for v in stubbed:
-            verdict, cause = here[backend, v.mode] if here is not None else runs_here(run, backend, v.mode, v)
-            said.append(f"{_mode_name(v.mode)}: " + vocabulary.say({"here": verdict, "cause": cause,
-                                                                   "verdict": v.verdict, "verdict_source": v.source}))
+        said = [f"{_mode_name(v.mode)}: " + vocabulary.say({"here": v.here, "cause": v.cause, "verdict": v.verdict,
+                                                            "verdict_source": v.source}) for v in stubbed]
         libs = sorted({v.library for v in stubbed if v.library})
         note = (". ".join(said) + f". Stub-derived, not a live result: {_tick(libs) or 'its library'} did not load "
                 "here before the mode was looked at, so the mode was asked of a stub library (`probes/stubs/`)")
     return text, note
 
 
-def capture_cell(run: m.Run) -> str:
+def capture_cell(facts: Facts) -> str:
     """The GELU captures, grouped: "`cupti` (no mode, `pcsampling`): ok, 50 launches"."""
-    if not run.captures:
+    if not facts.captures:
         return NONE
     groups: dict[tuple[str, str], list[str | None]] = {}
-    for c in sorted(run.captures, key=lambda c: (BACKEND_ORDER.get(c.backend or "", 99), MODE_ORDER.get(c.mode, 9))):
+    for c in sorted(facts.captures, key=lambda c: (BACKEND_ORDER.get(c.backend or "", 99), MODE_ORDER.get(c.mode, 9))):
         what = c.outcome.replace("_", " ")
         if c.kernel_count is not None and c.outcome in (O.OK, O.HANG_AFTER_CAPTURE):
             what += f", {c.kernel_count} launches"
@@ -199,31 +192,31 @@ def capture_cell(run: m.Run) -> str:
     return "; ".join(parts)
 
 
-def triton_cell(run: m.Run) -> str:
-    if not run.triton_version:
+def triton_cell(facts: Facts) -> str:
+    if not facts.triton_version:
         return NONE
-    dist = run.environment.triton_distribution if run.environment is not None else None
-    return run.triton_version if dist in (None, "triton") else f"`{dist}` {run.triton_version}"
+    dist = facts.triton_distribution
+    return facts.triton_version if dist in (None, "triton") else f"`{dist}` {facts.triton_version}"
 
 
-def provenance_text(run: m.Run, platform: str | None = None) -> str:
-    p = queries.provenance(run)
-    what = p["image_digest"] or ", ".join(p["resolved"]) or (f"host {p['host']}" if p["host"] else "")
-    parts = [f"run #{run.id}", (p["date"] or "")[:10]]
+def provenance_text(facts: Facts, platform: str | None = None) -> str:
+    """The environment's first run, as a row's footnote cites it."""
+    parts = [f"run #{facts.first_run}", (facts.first_date or "")[:10]]
     if platform:
         parts.append(platform)
-    if what:
-        parts.append(what)
+    if facts.first_what:
+        parts.append(facts.first_what)
     return ", ".join(x for x in parts if x)
 
 
-def no_evidence_text(slot: queries.Slot) -> str:
-    last = slot.last
+def no_evidence_text(last: m.Run | None, spec: dict[str, Any] | None) -> str:
+    """Why a slot has no complete run: its latest run (None: never probed) and its
+    candidate's spec."""
     if last is None:
         return "no evidence: not yet probed"
     what = "unobtainable here" if last.status == "unobtainable" else "the probe failed"
     seen = (iso(last.finished_at) or "?")[:10]
-    return f"no evidence: {what} ({errortext.cause(last.error, slot.candidate.spec)}), since {seen}"
+    return f"no evidence: {what} ({errortext.cause(last.error, spec)}), since {seen}"
 
 
 LONG_CODE = 40  # a `code` span of a label longer than this is shortened in the table, in full in its footnote
@@ -259,11 +252,24 @@ class Cell:
     note: str | None = None  # footnote text (joined when a cell has several)
 
 
+@dataclass(frozen=True)
+class Line:
+    """One slot as the table reads it: its candidate, its platform, and its facts (None:
+    no complete run, and ``missing`` says why)."""
+
+    name: str
+    label: str
+    platform_key: str | None  # None: a candidate without a run, or a slot without a platform
+    platform_label: str
+    facts: Facts | None
+    missing: str | None = None
+
+
 @dataclass
 class _SlotCells:
-    slot: queries.Slot
+    line: Line
     cells: dict[str, Cell]
-    choices: list[str] | None
+    choices: tuple[str, ...] | None
     provenance: str
 
 
@@ -309,29 +315,28 @@ class DocsTable:
         return to_html(self)
 
 
-def _slot_cells(slot: queries.Slot, keys: list[str], platforms_shown: bool, here: Here | None = None) -> _SlotCells:
-    run = slot.complete
-    plabel = slot.platform_label if slot.platform is not None else None
+def _slot_cells(line: Line, keys: list[str], platforms_shown: bool) -> _SlotCells:
+    f = line.facts
     cells: dict[str, Cell] = {}
-    if run is None:
+    if f is None:
         for k in keys:
             cells[k] = Cell(NONE)
-        return _SlotCells(slot, cells, None, no_evidence_text(slot))
+        return _SlotCells(line, cells, None, line.missing or "")
     for k in keys:
         if k == "triton":
-            cells[k] = Cell(triton_cell(run))
+            cells[k] = Cell(triton_cell(f))
         elif k == "choices":
-            cells[k] = Cell(_tick(run.cli_backends) if run.cli_backends else NONE)
+            cells[k] = Cell(_tick(list(f.cli_backends)) if f.cli_backends else NONE)
         elif k in O.BACKENDS:
-            text, note = modes_cell(run, k, here)
+            text, note = modes_cell(f, k)
             cells[k] = Cell(text, note)
         elif k == "capture":
-            cells[k] = Cell(capture_cell(run))
+            cells[k] = Cell(capture_cell(f))
         else:
             cells[k] = Cell(NONE)
     # The environment's first run: its later runs are pooled into the same answers (survey.verdicts.stability).
-    return _SlotCells(slot, cells, run.cli_backends,
-                      provenance_text(stability.first_run(run), plabel if platforms_shown else None))
+    plabel = line.platform_label if line.platform_key is not None else None
+    return _SlotCells(line, cells, f.cli_backends, provenance_text(f, plabel if platforms_shown else None))
 
 
 def _documented_cells(row: dict[str, Cell], keys: list[str], claims: list[dict[str, Any]]) -> None:
@@ -369,6 +374,30 @@ def named_columns(spec: str | None) -> set[str]:
     return set(parse_columns(spec)) - ({"source"} | (set(DEFAULT_KEYS) if spec.strip().startswith("+") else set()))
 
 
+def lines(s: Session, scope: str = "catalog") -> list[Line]:
+    """The table's slots, in matrix order, with their facts: while the stored cells are
+    current, one small row per slot (``survey.verdicts.summary``); otherwise worked out from
+    the runs, by the same function."""
+    if summary.current(s):
+        found = queries.slot_lines(s, scope)
+        facts = summary.stored_facts(s, [x.slot_id for x in found if x.slot_id is not None])
+        lasts = {r.id: r for r in queries.runs_by_id(
+            s, [x.last_run_id for x in found if x.complete_run_id is None and x.last_run_id is not None])}
+        return [Line(x.name, x.label, x.platform_key, x.platform_label,
+                     facts.get(x.slot_id) if x.slot_id is not None and x.complete_run_id is not None else None,
+                     None if x.complete_run_id is not None else no_evidence_text(
+                         lasts.get(x.last_run_id) if x.last_run_id is not None else None, x.spec))
+                for x in found]
+    slots = queries.slots(s, scope)
+    runs = [sl.complete for sl in slots if sl.complete is not None]
+    worked = cells_mod.run_cells(s, runs)
+    by_run = summary.slot_facts(s, {r.id: r.id for r in runs}, {r.id: r for r in runs}, worked)
+    return [Line(sl.candidate.name, sl.candidate.label, sl.platform_key, sl.platform_label,
+                 by_run[sl.complete.id][1] if sl.complete is not None else None,
+                 None if sl.complete is not None else no_evidence_text(sl.last, sl.candidate.spec))
+            for sl in slots]
+
+
 def build(s: Session, scope: str = "catalog", columns: list[str] | None = None,
           documented_path: str | Path | None = None, with_sections: bool = True,
           keep: set[str] | frozenset[str] = frozenset()) -> DocsTable:
@@ -376,40 +405,31 @@ def build(s: Session, scope: str = "catalog", columns: list[str] | None = None,
     keys (default: the reference page's four); a column with nothing to show is left
     out, unless it is in ``keep`` (asked for by name)."""
     keys = list(columns or DEFAULT_KEYS)
-    here: dict[int | None, Here] = {}  # slot id -> its verdicts here, from the stored cells
-    if summary.current(s):  # the published verdicts from the stored cells: the runs' checks are not read
-        slots = queries.slots(s, scope, checks=False)
-        for slot_id, cells in (summary.use_stored_verdicts(s, slots) or {}).items():
-            here[slot_id] = {(c["backend"], c["mode_arg"]): (c["here"], c["cause"]) for c in cells}
-    else:
-        slots = queries.slots(s, scope)
-        stability.pooled(s, [sl.complete for sl in slots if sl.complete is not None])  # all in two queries
-    stability.first_runs(s, [sl.complete for sl in slots if sl.complete is not None])  # what the sources cite
-    platforms = {sl.platform_key for sl in slots if sl.platform is not None and sl.complete is not None}
+    slots = lines(s, scope)
+    platforms = {x.platform_key for x in slots if x.platform_key is not None and x.facts is not None}
     many_platforms = len(platforms) > 1
     claims = documented_mod.assess(s, documented_mod.load(documented_path)) if with_sections else []
-    by_candidate: dict[str, list[queries.Slot]] = {}
-    for sl in slots:
-        by_candidate.setdefault(sl.candidate.name, []).append(sl)
+    by_candidate: dict[str, list[Line]] = {}
+    for x in slots:
+        by_candidate.setdefault(x.name, []).append(x)
     cell_keys = [k for k in keys if k not in ("source", "platform", "evidence")]
     rows: list[dict[str, Cell]] = []
-    choices_of: list[list[str] | None] = []
+    choices_of: list[tuple[str, ...] | None] = []
     for name, group in by_candidate.items():
-        cand = group[0].candidate
-        per = [_slot_cells(sl, cell_keys, many_platforms, here.get(sl.id) if here else None) for sl in group]
+        per = [_slot_cells(x, cell_keys, many_platforms) for x in group]
         same = all(p.cells == per[0].cells for p in per[1:])
         parts = [per] if same else [[p] for p in per]
         conflict = any(c["status"] == "conflicts" for c in claims if c["candidate"] == name)
         for part in parts:
             first = part[0]
-            label, full = short_label(cand.label)
+            label, full = short_label(group[0].label)
             # provenance goes to the footnote unless the Evidence column shows it
             said = [] if "evidence" in keys else ["; ".join(p.provenance for p in part)]
             if conflict:
                 said.append("a measurement here disagrees with a documented claim (see “Documented, not measured”)")
             said_text = "; ".join(said)
             source_note = f"{full}: {said_text}" if full and said_text else (full or said_text or None)
-            plats = [p.slot.platform_label for p in part if p.slot.platform is not None]
+            plats = [p.line.platform_label for p in part if p.line.platform_key is not None]
             if not same and "platform" not in keys and plats:
                 label += f" on {plats[0]}"
             row: dict[str, Cell] = {}
@@ -422,7 +442,7 @@ def build(s: Session, scope: str = "catalog", columns: list[str] | None = None,
                     row[k] = Cell("; ".join(p.provenance for p in part))
                 else:
                     row[k] = first.cells[k]
-            if first.slot.complete is None:
+            if first.line.facts is None:
                 _documented_cells(row, keys, [c for c in claims if c["candidate"] == name])
             rows.append(row)
             choices_of.append(first.choices)
@@ -430,7 +450,7 @@ def build(s: Session, scope: str = "catalog", columns: list[str] | None = None,
     keys = [k for k in keys if k == "source" or k in keep or _has_information(k, rows, many_platforms)]
     table = DocsTable(keys, rows)
     if len(platforms) == 1 and (next(iter(platforms)) or "").startswith("none:"):
-        label = next(sl.platform_label for sl in slots if sl.platform_key in platforms)
+        label = next(x.platform_label for x in slots if x.platform_key in platforms)
         table.measured_on = (f"Measured without a GPU ({label}): a mode a GPU backend would run is not answered here; "
                              "evidence from a GPU host (`survey ingest`) answers it.")
     for row in rows:
@@ -439,12 +459,14 @@ def build(s: Session, scope: str = "catalog", columns: list[str] | None = None,
             if note:
                 table.add_note(note)
     if with_sections:
-        table.since = since.since_rows(s, scope, slots)
+        table.since = since.rows_of([
+            since.Said(x.facts.triton_version, x.platform_key or "unrecorded", x.platform_label, x.facts.run_id,
+                       x.facts.answers) for x in slots if x.facts is not None and x.facts.triton_version])
         table.documented = claims
     return table
 
 
-def _same_choices(rows: list[dict[str, Cell]], choices: list[list[str] | None], keys: list[str]) -> None:
+def _same_choices(rows: list[dict[str, Cell]], choices: list[tuple[str, ...] | None], keys: list[str]) -> None:
     """The reference page's "same three": a row whose -b choices are the row
     above's says so."""
     if "choices" not in keys:

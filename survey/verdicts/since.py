@@ -29,7 +29,7 @@ from survey.evidence import queries
 from survey.evidence.queries import mode_label
 from survey.verdicts import answers
 from survey.verdicts.answers import Question
-from survey.verdicts.modes import Acceptance, published_verdicts
+from survey.verdicts.modes import Acceptance
 
 
 @dataclass
@@ -53,6 +53,9 @@ def _questions() -> list[tuple[Question, str, str | None]]:
         out.extend((Question.ACCEPTED, b, md) for md in named)
         out.extend((Question.WORKS, b, md) for md in (None, *named))
     return out
+
+
+QUESTIONS = _questions()
 
 
 # A question's words for its yes and its no.
@@ -118,38 +121,65 @@ def since_rows(s: Session, scope: str = "catalog", slots: list[queries.Slot] | N
     last_no, stub_derived, runs (the run ids used), phrase. ``slots``: the scope's
     slots when the caller read them already (with their checks).
     """
-    runs = []  # (version, platform key, platform label, run)
+    said = []
     for slot in queries.slots(s, scope) if slots is None else slots:
         run = slot.complete
         if run is None or not run.triton_version:
             continue
-        runs.append((run.triton_version, slot.platform_key or "unrecorded", slot.platform_label, run))
-    labels = {k: lab for _, k, lab, _ in runs}
-    # Runs that say the same (the same registry, choices, published checks and captures) get
-    # the same answers: each question is asked once per such group, not once per run, and
-    # counted once per group, platform and release (with the runs' ids), not once per run.
-    seen: dict[tuple[Any, ...], int] = {}
-    first_of: dict[int, m.Run] = {}  # group -> its first run: the one asked
-    together: dict[tuple[int, str, str], list[int]] = {}  # (group, platform key, release) -> run ids
-    for version, pkey, _lab, run in runs:
-        g = seen.setdefault(_says(run), len(seen))
-        first_of.setdefault(g, run)
-        together.setdefault((g, pkey, version), []).append(run.id)
+        said.append(Said(run.triton_version, slot.platform_key or "unrecorded", slot.platform_label, run.id,
+                         answers_of(run)))
+    return rows_of(said)
+
+
+@dataclass(frozen=True)
+class Said:
+    """What one slot's latest complete run answers: its release, platform, run, and
+    :func:`answers_of` it (kept with the slot's cells: ``survey.verdicts.facts``)."""
+
+    version: str
+    platform: str
+    platform_label: str
+    run_id: int
+    answers: str
+
+
+# One letter per question of QUESTIONS, for what a run answers: "." nothing to say, "y" yes,
+# "n" no, "u" measured and not answered; upper case when answered through a stub library.
+NOTHING = "."
+
+
+def answers_of(run: m.Run) -> str:
+    """The run's answer to each question of :data:`QUESTIONS`, a letter each."""
+    out = []
+    for question, backend, mode in QUESTIONS:
+        a = _answer(run, question, backend, mode)
+        if a is None:
+            out.append(NOTHING)
+            continue
+        letter = "y" if a.answer == answers.YES else "n" if a.answer == answers.NO else "u"
+        out.append(letter.upper() if a.stub else letter)
+    return "".join(out)
+
+
+def rows_of(said: list[Said]) -> list[dict[str, Any]]:
+    """:func:`since_rows` from what each slot said."""
+    labels = {x.platform: x.platform_label for x in said}
+    # Slots that say the same of one release on one platform are counted once, with their runs' ids.
+    together: dict[tuple[str, str, str], list[int]] = {}  # (answers, platform key, release) -> run ids
+    for x in said:
+        together.setdefault((x.answers, x.platform, x.version), []).append(x.run_id)
     rows: list[dict[str, Any]] = []
-    for question, backend, mode in _questions():
+    for i, (question, backend, mode) in enumerate(QUESTIONS):
         points: dict[str, dict[str, Point]] = {}  # platform -> version -> point
-        asked: dict[int, answers.Answer | None] = {}  # group -> its answer to this question
-        for (g, pkey, version), ids in together.items():
-            if g not in asked:
-                asked[g] = _answer(first_of[g], question, backend, mode)
-            a = asked[g]
-            if a is None:
+        for (code, pkey, version), ids in together.items():
+            letter = code[i]
+            if letter == NOTHING:
                 continue
             p = points.setdefault(pkey, {}).setdefault(version, Point())
-            p.open |= not a.known
-            p.yes |= a.answer == answers.YES
-            p.no |= a.answer == answers.NO
-            p.stub |= a.stub
+            p.open |= letter in "uU"
+            p.yes |= letter in "yY"
+            p.no |= letter in "nN"
+            p.stub |= letter.isupper()
             p.runs += ids
         rows += summarise(question, backend, mode, points, labels)
     return rows
@@ -164,15 +194,6 @@ def _answer(run: m.Run, question: str, backend: str, mode: str | None) -> answer
     if not a.known and a.basis == "not checked by the probe":
         return None
     return a
-
-
-def _says(run: m.Run) -> tuple[Any, ...]:
-    """Everything of ``run`` that :func:`survey.verdicts.answers.ask` reads."""
-    return (tuple(run.profilers) if run.profilers is not None else None,
-            tuple(run.cli_backends) if run.cli_backends is not None else None,
-            tuple((v.backend, v.mode, v.outcome, v.verdict, v.source, v.reason, v.library, v.stub_outcome, v.message)
-                  for v in published_verdicts(run)),
-            tuple((c.backend, c.mode, c.outcome, c.kernel_count) for c in run.captures))
 
 
 def summarise(question: str, backend: str, mode: str | None, points: dict[str, dict[str, Point]],

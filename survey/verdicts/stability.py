@@ -45,7 +45,7 @@ from typing import Any
 
 from sqlalchemy import Text as SqlText
 from sqlalchemy import cast, func, select
-from sqlalchemy.orm import Session, object_session
+from sqlalchemy.orm import Session, object_session, selectinload
 
 from db import models as m
 from probes import outcomes as O
@@ -236,7 +236,8 @@ def first_runs(s: Session, runs: Iterable[m.Run]) -> None:
                    for r in runs} - {r.id for r in runs})
     held = _cache(s).setdefault("firsts", [])  # the Session holds its objects weakly: these are kept here
     for first in range(0, len(want), 500):
-        held += s.scalars(select(m.Run).where(m.Run.id.in_(want[first:first + 500]))).all()
+        held += s.scalars(select(m.Run).where(m.Run.id.in_(want[first:first + 500]))
+                          .options(selectinload(m.Run.environment))).all()  # what a footnote cites
 
 
 def counts_text(counts: dict[str, int] | None) -> str:

@@ -1,10 +1,13 @@
 """Each slot's cells, kept in the store (the ``cells`` table) by the transaction that
-writes the evidence, so a read takes them instead of working every slot out again.
+writes the evidence, so a read takes them instead of working every slot out again; and
+beside them its facts (the ``slot_facts`` table: what the docs table reads,
+``survey.verdicts.facts``).
 
 The invariant: while the ``cells_stamp`` meta row reads ``RULES:V`` with ``V`` the
 store's matrix version, the ``cells`` rows of every slot are exactly what
-``survey.verdicts.cells.run_cells`` works out for its latest complete run (a test
-holds the two equal after every kind of write). Readers check the stamp (one query per
+``survey.verdicts.cells.run_cells`` works out for its latest complete run, and its
+``slot_facts`` row what ``survey.verdicts.facts.facts_of`` works out from that run and
+those cells (a test holds them equal after every kind of write). Readers check the stamp (one query per
 database session) and, when it is not current, work the cells out from the runs as
 before: an answer never comes from rows that may be stale.
 
@@ -39,11 +42,12 @@ from probes import outcomes as O
 from survey.evidence import queries
 from survey.evidence.ingest import MATRIX_VERSION, WRITES, forget_writes
 from survey.verdicts import cells as cells_mod
-from survey.verdicts import modes
+from survey.verdicts import facts as facts_mod
+from survey.verdicts import modes, stability
 from survey.verdicts.modes import Acceptance
 from survey.verdicts.verdict import Cause, Verdict
 
-RULES = "1"  # the derivation's version: change it with survey.verdicts.cells (or what it calls)
+RULES = "2"  # the derivation's version: change it with survey.verdicts.cells or .facts (or what they call)
 STAMP = "cells_stamp"
 _CURRENT = queries.MEMO_PREFIX + "verdicts.summary.current"
 CHUNK = 500  # slots per statement
@@ -91,26 +95,6 @@ def stored_cells(s: Session, slot_ids: Iterable[int]) -> dict[int, list[dict[str
     return out
 
 
-def use_stored_verdicts(s: Session, slots: list[queries.Slot]) -> dict[int, list[dict[str, Any]]] | None:
-    """While the cells are current: the published verdicts of the slots' latest complete
-    runs from the stored cells (where ``survey.verdicts.modes.published_verdicts`` finds
-    them) and those runs' captures, in a few queries whatever the number of slots - so
-    a reader that needs only these never loads the runs' checks. Returns the cells, by
-    slot id (each with its verdict here: ``here``, ``cause``); None (nothing done) when
-    the cells are not current."""
-    if not current(s):
-        return None
-    measured = [sl for sl in slots if sl.complete is not None and sl.id is not None]
-    stored = stored_cells(s, [sl.id for sl in measured])  # type: ignore[misc]
-    for sl in measured:
-        modes.remember(s, sl.complete.id, [cells_mod.verdict_of(c) for c in stored.get(sl.id, [])])  # type: ignore
-    ids = sorted({sl.complete.id for sl in measured})  # type: ignore[union-attr]
-    for first in range(0, len(ids), CHUNK):  # the slots hold these runs: their captures stay loaded
-        s.scalars(select(m.Run).where(m.Run.id.in_(ids[first:first + CHUNK]))
-                  .options(selectinload(m.Run.captures))).all()
-    return stored
-
-
 def matching(backend: str | None = None, mode: str | None = None, outcome: str | None = None,
              verdict: str | None = None) -> Any:
     """A condition on ``slots``: the slot has a stored cell that passes these filters
@@ -135,15 +119,42 @@ def refresh(s: Session, slot_ids: list[int]) -> dict[int, tuple[int, list[dict[s
     for first in range(0, len(slot_ids), CHUNK):
         ids = slot_ids[first:first + CHUNK]
         s.execute(delete(m.Cell).where(m.Cell.slot_id.in_(ids)))
+        s.execute(delete(m.SlotFacts).where(m.SlotFacts.slot_id.in_(ids)))
         slot_runs: dict[int, int] = {sid: rid for sid, rid in s.execute(
             select(m.Slot.id, m.Slot.complete_run_id).where(m.Slot.id.in_(ids))) if rid is not None}
-        runs = list(s.scalars(select(m.Run).where(m.Run.id.in_(set(slot_runs.values())))))
-        worked = cells_mod.run_cells(s, runs)
+        runs = {r.id: r for r in s.scalars(select(m.Run).where(m.Run.id.in_(set(slot_runs.values())))
+                                          .options(selectinload(m.Run.captures), selectinload(m.Run.environment)))}
+        worked = cells_mod.run_cells(s, list(runs.values()))
         rows = [{"slot_id": sid, "run_id": rid, "ord": i, **{k: _plain(c[k]) for k in cells_mod.ALL_KEYS}}
                 for sid, rid in slot_runs.items() for i, c in enumerate(worked[rid])]
+        conn = s.connection()
         if rows:  # Core: one executemany (the ORM's bulk insert splits rows by which values are None)
-            s.connection().execute(insert(m.Base.metadata.tables["cells"]), rows)
+            conn.execute(insert(m.Base.metadata.tables["cells"]), rows)
+        if slot_runs:
+            conn.execute(insert(m.Base.metadata.tables["slot_facts"]), [
+                {"slot_id": sid, "run_id": rid, "facts": f.to_json()}
+                for sid, (rid, f) in slot_facts(s, slot_runs, runs, worked).items()])
         out.update((sid, (rid, worked[rid])) for sid, rid in slot_runs.items())
+    return out
+
+
+def slot_facts(s: Session, slot_runs: dict[int, int], runs: dict[int, m.Run],
+               worked: dict[int, list[dict[str, Any]]]) -> dict[int, tuple[int, facts_mod.Facts]]:
+    """Slot id -> (its latest complete run, its facts), from the runs and their cells."""
+    for rid, cells in worked.items():  # the run's published verdicts, as its cells hold them
+        modes.remember(s, rid, [cells_mod.verdict_of(c) for c in cells])
+    stability.first_runs(s, runs.values())
+    return {sid: (rid, facts_mod.facts_of(runs[rid], worked[rid])) for sid, rid in slot_runs.items()}
+
+
+def stored_facts(s: Session, slot_ids: Iterable[int]) -> dict[int, facts_mod.Facts]:
+    """Slot id -> its stored facts (read them only while :func:`current`)."""
+    ids = sorted(set(slot_ids))
+    out: dict[int, facts_mod.Facts] = {}
+    for first in range(0, len(ids), CHUNK):
+        for sid, text in s.execute(select(m.SlotFacts.slot_id, m.SlotFacts.facts)
+                                   .where(m.SlotFacts.slot_id.in_(ids[first:first + CHUNK]))):
+            out[sid] = facts_mod.Facts.from_json(text)
     return out
 
 
@@ -167,6 +178,7 @@ def rebuild(s: Session) -> int:
         s.rollback()
         return 0
     s.execute(delete(m.Cell))
+    s.execute(delete(m.SlotFacts))
     n = len(refresh(s, list(s.scalars(select(m.Slot.id).order_by(m.Slot.id)))))
     _set_stamp(s, _meta(s).get(MATRIX_VERSION, "0"))
     s.commit()
