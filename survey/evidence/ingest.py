@@ -206,19 +206,50 @@ def platform_row(s: Session, p: identity.PlatformId) -> m.Platform:
 
 
 def environment_row(s: Session, ident: Identified) -> m.Environment:
-    env = ident.environment
-    row = s.scalar(select(m.Environment).where(m.Environment.identity == env.identity))
+    row = s.scalar(select(m.Environment).where(m.Environment.identity == ident.environment.identity))
     if row is None:
-        triton = ident.report.environment.triton
-        digest = env.doc.get("digest") or env.doc.get("image_id") if env.kind == "image" else None
-        row = m.Environment(
-            identity=env.identity, kind=env.kind, label=env.label[:widths.LABEL], resolved=env.doc,
-            image_digest=digest, triton_distribution=triton.distribution, triton_version=triton.version,
-            created_at=clock.now(),
-        )
+        row = _new_environment(ident)
         s.add(row)
         s.flush()
     return row
+
+
+def _new_environment(ident: Identified) -> m.Environment:
+    env = ident.environment
+    triton = ident.report.environment.triton
+    digest = env.doc.get("digest") or env.doc.get("image_id") if env.kind == "image" else None
+    return m.Environment(
+        identity=env.identity, kind=env.kind, label=env.label[:widths.LABEL], resolved=env.doc,
+        image_digest=digest, triton_distribution=triton.distribution, triton_version=triton.version,
+        created_at=clock.now(),
+    )
+
+
+def _batch_rows(s: Session, chunk: list[tuple[Identified, Filing]], rows: dict[Any, Any]) -> None:
+    """The environments of a batch's reports, found in one query and the missing ones added
+    in one flush, into ``rows`` (by key, as :func:`_new_run` looks them up): not a query
+    and a flush per report."""
+    wanted = {ident.environment.identity: ident for ident, _ in chunk}
+    keys = sorted(wanted)
+    found = {e.identity: e for first in range(0, len(keys), 500) for e in s.scalars(
+        select(m.Environment).where(m.Environment.identity.in_(keys[first:first + 500])))}
+    new = [_new_environment(ident) for key, ident in wanted.items() if key not in found]
+    if new:
+        s.add_all(new)
+        s.flush()
+    for env in [*found.values(), *new]:
+        rows[("e", env.identity)] = env
+
+
+def _batch_slots(s: Session, runs: list[m.Run], rows: dict[Any, Any]) -> None:
+    """The stored slots of the candidates of a batch's runs, in one query per 500, into
+    ``rows`` (as :func:`slot_moved` looks them up); a slot not found there is new."""
+    cands = sorted({r.candidate_id for r in runs})
+    for first in range(0, len(cands), 500):
+        for slot in s.scalars(select(m.Slot).where(m.Slot.candidate_id.in_(cands[first:first + 500]))):
+            rows[("s", slot.candidate_id, slot.platform_id)] = slot
+    for r in runs:
+        rows.setdefault(("s", r.candidate_id, r.platform_id), None)
 
 
 def matrix_version(conn: Session | Connection | sqlite3.Connection) -> str:
@@ -473,7 +504,7 @@ def slot_moved(s: Session, run: m.Run, rows: dict[Any, Any] | None = None) -> No
     writes_of(s).runs.append(run)
     key = ("s", run.candidate_id, run.platform_id)
     slot = rows.get(key) if rows is not None else None
-    if slot is None:
+    if slot is None and (rows is None or key not in rows):  # in rows as None: known to be new
         where = m.Slot.platform_id == run.platform_id if run.platform_id is not None else m.Slot.platform_id.is_(None)
         slot = s.scalar(select(m.Slot).where(m.Slot.candidate_id == run.candidate_id, where))
     if slot is None:
@@ -527,6 +558,7 @@ def _ingest_batch(s: Session, chunk: list[tuple[Identified, Filing]], source: st
     rows: dict[Any, Any] = {}
     written: list[tuple[m.Run, Identified]] = []
     pending: set[str] = set()
+    _batch_rows(s, [item for item in chunk if item[0].digest not in stored], rows)
     with s.no_autoflush:  # the runs go in together, at the flush below
         for ident, filing in chunk:
             if ident.digest in stored or ident.digest in pending:
@@ -538,6 +570,7 @@ def _ingest_batch(s: Session, chunk: list[tuple[Identified, Filing]], source: st
     s.flush()  # every run of the batch, and their ids
     if written:
         _store_children(s, written)
+        _batch_slots(s, [run for run, _ in written], rows)
     for run, _ident in written:
         slot_moved(s, run, rows)
     stored.update({ident.digest: run.id for run, ident in written})
