@@ -15,13 +15,14 @@ host's). Then, on that store:
 - ``survey serve``: the first ``/matrix.json`` page after the start (cold), the
   first filtered pages (``backend=``, ``platform=``, ``candidate=``), one upload,
   then the first page and a filtered one again (the cache is void: a new version);
-- uploads: ``--uploads`` new reports through ``POST /runs`` by 8 clients at once;
+- uploads: ``--uploads`` new reports through ``POST /runs`` by 8 clients at once
+  (with ``--workers N``, as many again to ``survey serve --workers N``);
 - the server's RSS (``VmRSS`` and peak ``VmHWM`` from /proc);
 - ``survey table`` (the docs table, and ``--format json``) and ``survey check``;
 - the store's size per run.
 
     python bench/bench_scale.py [--runs 1000,10000] [--stores sqlite,postgresql] [--single 200]
-                                [--uploads 400] [--output DIR]
+                                [--uploads 400] [--workers 2] [--output DIR]
 
 Times are single requests, wall clock, on whatever machine runs it: the figures
 are for bench/README.md with the machine's load beside them, never asserted.
@@ -212,13 +213,14 @@ def rss_mb(pid: int) -> dict[str, float]:
 
 
 class Serve:
-    def __init__(self, url: str, workdir: Path):
-        self.url, self.port, self.log = url, free_port(), workdir / "serve.log"
+    def __init__(self, url: str, workdir: Path, workers: int = 1):
+        self.url, self.port, self.log, self.workers = url, free_port(), workdir / "serve.log", workers
 
     def __enter__(self) -> Serve:
         self.logf = open(self.log, "wb")
         env = {**os.environ, "SURVEY_TOKEN": TOKEN, "PYTHONPATH": str(ROOT)}
-        self.proc = subprocess.Popen([*SURVEY, "serve", "--db", self.url, "--port", str(self.port)], env=env,
+        more = ["--workers", str(self.workers)] if self.workers > 1 else []
+        self.proc = subprocess.Popen([*SURVEY, "serve", "--db", self.url, "--port", str(self.port), *more], env=env,
                                      stdout=self.logf, stderr=subprocess.STDOUT, start_new_session=True, cwd=ROOT)
         deadline = time.time() + 120
         while time.time() < deadline:
@@ -301,6 +303,12 @@ def service(url: str, n: int, workdir: Path, upload_count: int) -> dict[str, Any
     return out
 
 
+def uploads_by_workers(url: str, n: int, workdir: Path, first: int, count: int, workers: int) -> dict[str, Any]:
+    """``count`` more uploads by 8 clients to a server of ``workers`` processes."""
+    with Serve(url, workdir, workers) as srv:
+        return {f"upload_per_s_8_clients_{workers}_workers": uploads(srv.base, templates(), n, first, count)}
+
+
 def cli(url: str, n: int) -> dict[str, Any]:
     def run(*argv: str) -> float:
         t0 = time.perf_counter()
@@ -330,6 +338,8 @@ def main() -> int:
     ap.add_argument("--single", type=int, default=200, help="reports ingested one transaction each")
     ap.add_argument("--batch", type=int, default=500, help="reports per bulk transaction")
     ap.add_argument("--uploads", type=int, default=400, help="reports uploaded by 8 clients")
+    ap.add_argument("--workers", type=int, default=0,
+                    help="then as many uploads again to `survey serve --workers N` (0: not measured)")
     ap.add_argument("--output", type=Path, help="write the results as JSON into this directory")
     args = ap.parse_args()
     sizes = [int(x) for x in args.runs.split(",") if x]
@@ -348,6 +358,8 @@ def main() -> int:
                     row["store_mb"] = round(size / 2**20, 1)
                     row["kb_per_run"] = round(size / 1024 / n, 1)
                     row.update(service(url, n, work, args.uploads))
+                    if args.workers > 1 and args.uploads:
+                        row.update(uploads_by_workers(url, n, work, n + 1 + args.uploads, args.uploads, args.workers))
                     row.update(cli(url, n))
                     row["load_after"] = load()
                     results.append(row)
