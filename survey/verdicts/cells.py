@@ -18,7 +18,7 @@ import weakref
 from collections import OrderedDict
 from typing import Any
 
-from sqlalchemy import select
+from sqlalchemy import inspect, select
 from sqlalchemy.orm import Session, selectinload
 
 from db import models as m
@@ -167,10 +167,13 @@ def run_cells(s: Session, runs: list[m.Run]) -> dict[int, list[dict[str, Any]]]:
         found = _CELLS.get((store, r.report_hash, sig[r.id])) if r.report_hash else None
         if found is not None:
             known[r.id] = found
-    missing = [r.id for r in runs if r.id not in known]
-    if missing:
-        loaded = list(s.scalars(select(m.Run).where(m.Run.id.in_(missing))  # what _cells_of reads
-                                .options(selectinload(m.Run.modes), selectinload(m.Run.captures))))
+    loaded = list({r.id: r for r in runs if r.id not in known}.values())
+    if loaded:
+        # what _cells_of reads, unless the caller's query loaded it (a writer's does)
+        bare = [r.id for r in loaded if {"modes", "captures"} & inspect(r).unloaded]
+        if bare:
+            s.scalars(select(m.Run).where(m.Run.id.in_(bare))
+                      .options(selectinload(m.Run.modes), selectinload(m.Run.captures))).all()
         stability.pooled(s, loaded)  # every environment's runs in one query
         for r in loaded:
             cells = known[r.id] = _cells_of(r)

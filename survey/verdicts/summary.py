@@ -123,7 +123,8 @@ def refresh(s: Session, slot_ids: list[int]) -> dict[int, tuple[int, list[dict[s
         slot_runs: dict[int, int] = {sid: rid for sid, rid in s.execute(
             select(m.Slot.id, m.Slot.complete_run_id).where(m.Slot.id.in_(ids))) if rid is not None}
         runs = {r.id: r for r in s.scalars(select(m.Run).where(m.Run.id.in_(set(slot_runs.values())))
-                                          .options(selectinload(m.Run.captures), selectinload(m.Run.environment)))}
+                                          .options(selectinload(m.Run.modes), selectinload(m.Run.captures),
+                                                   selectinload(m.Run.environment)))}
         worked = cells_mod.run_cells(s, list(runs.values()))
         rows = [{"slot_id": sid, "run_id": rid, "ord": i, **{k: _plain(c[k]) for k in cells_mod.ALL_KEYS}}
                 for sid, rid in slot_runs.items() for i, c in enumerate(worked[rid])]
