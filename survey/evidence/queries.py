@@ -146,7 +146,6 @@ class SlotLine:
 
     name: str
     label: str
-    spec: dict[str, Any] | None
     slot_id: int | None  # None: a candidate with no run
     platform_key: str | None
     platform_label: str
@@ -158,11 +157,21 @@ def slot_lines(s: Session, scope: str = "all") -> list[SlotLine]:
     """Every slot of a scope, in :func:`slots`' order, in one query of plain rows: for a
     reader that takes each slot's checks from what is kept of them (``survey.verdicts.summary``)."""
     q = _slot_query(s, scope, None, None).with_only_columns(
-        m.Candidate.name, m.Candidate.label, m.Candidate.spec, m.Slot.id, m.Platform.key, m.Platform.vendor,
-        m.Platform.model, m.Platform.arch, m.Slot.complete_run_id, m.Slot.last_run_id)
-    return [SlotLine(name, label, spec, sid, key, slot_platform_label(key, vendor, model, arch) if key is not None
+        m.Candidate.name, m.Candidate.label, m.Slot.id, m.Platform.key, m.Platform.vendor, m.Platform.model,
+        m.Platform.arch, m.Slot.complete_run_id, m.Slot.last_run_id)
+    return [SlotLine(name, label, sid, key, slot_platform_label(key, vendor, model, arch) if key is not None
                      else slot_platform_label(None), complete, last)
-            for name, label, spec, sid, key, vendor, model, arch, complete, last in s.execute(q)]
+            for name, label, sid, key, vendor, model, arch, complete, last in s.execute(q)]
+
+
+def specs_of(s: Session, names: list[str]) -> dict[str, dict[str, Any]]:
+    """Candidate name -> its spec, for these names (500 a query)."""
+    names = sorted(set(names))
+    out: dict[str, dict[str, Any]] = {}
+    for first in range(0, len(names), 500):
+        out.update((name, spec) for name, spec in s.execute(
+            select(m.Candidate.name, m.Candidate.spec).where(m.Candidate.name.in_(names[first:first + 500]))))
+    return out
 
 
 def runs_by_id(s: Session, ids: list[int]) -> list[m.Run]:

@@ -137,7 +137,7 @@ def _refusal(vs: list[Check]) -> list[str]:
 
 def modes_cell(facts: Facts, backend: str) -> tuple[str, str | None]:
     """The "`<backend>` modes" cell and its caveat (stub-derived), if any."""
-    vs = {c.mode: c for c in facts.checks if c.backend == backend}
+    vs = {c.mode: c for c in facts.checks(backend)}
     if not vs:
         return "not measured", None
     if all(v.verdict == Acceptance.ABSENT for v in vs.values()):
@@ -177,10 +177,11 @@ def modes_cell(facts: Facts, backend: str) -> tuple[str, str | None]:
 
 def capture_cell(facts: Facts) -> str:
     """The GELU captures, grouped: "`cupti` (no mode, `pcsampling`): ok, 50 launches"."""
-    if not facts.captures:
+    captures = facts.captures()
+    if not captures:
         return NONE
     groups: dict[tuple[str, str], list[str | None]] = {}
-    for c in sorted(facts.captures, key=lambda c: (BACKEND_ORDER.get(c.backend or "", 99), MODE_ORDER.get(c.mode, 9))):
+    for c in sorted(captures, key=lambda c: (BACKEND_ORDER.get(c.backend or "", 99), MODE_ORDER.get(c.mode, 9))):
         what = c.outcome.replace("_", " ")
         if c.kernel_count is not None and c.outcome in (O.OK, O.HANG_AFTER_CAPTURE):
             what += f", {c.kernel_count} launches"
@@ -269,7 +270,7 @@ class Line:
 class _SlotCells:
     line: Line
     cells: dict[str, Cell]
-    choices: tuple[str, ...] | None
+    choices: list[str] | None
     provenance: str
 
 
@@ -326,7 +327,7 @@ def _slot_cells(line: Line, keys: list[str], platforms_shown: bool) -> _SlotCell
         if k == "triton":
             cells[k] = Cell(triton_cell(f))
         elif k == "choices":
-            cells[k] = Cell(_tick(list(f.cli_backends)) if f.cli_backends else NONE)
+            cells[k] = Cell(_tick(f.cli_backends) if f.cli_backends else NONE)
         elif k in O.BACKENDS:
             text, note = modes_cell(f, k)
             cells[k] = Cell(text, note)
@@ -381,12 +382,13 @@ def lines(s: Session, scope: str = "catalog") -> list[Line]:
     if summary.current(s):
         found = queries.slot_lines(s, scope)
         facts = summary.stored_facts(s, [x.slot_id for x in found if x.slot_id is not None])
-        lasts = {r.id: r for r in queries.runs_by_id(
-            s, [x.last_run_id for x in found if x.complete_run_id is None and x.last_run_id is not None])}
+        bare = [x for x in found if x.complete_run_id is None]  # no evidence: why, from the latest run
+        lasts = {r.id: r for r in queries.runs_by_id(s, [x.last_run_id for x in bare if x.last_run_id is not None])}
+        specs = queries.specs_of(s, [x.name for x in bare])
         return [Line(x.name, x.label, x.platform_key, x.platform_label,
                      facts.get(x.slot_id) if x.slot_id is not None and x.complete_run_id is not None else None,
                      None if x.complete_run_id is not None else no_evidence_text(
-                         lasts.get(x.last_run_id) if x.last_run_id is not None else None, x.spec))
+                         lasts.get(x.last_run_id) if x.last_run_id is not None else None, specs.get(x.name)))
                 for x in found]
     slots = queries.slots(s, scope)
     runs = [sl.complete for sl in slots if sl.complete is not None]
@@ -414,7 +416,7 @@ def build(s: Session, scope: str = "catalog", columns: list[str] | None = None,
         by_candidate.setdefault(x.name, []).append(x)
     cell_keys = [k for k in keys if k not in ("source", "platform", "evidence")]
     rows: list[dict[str, Cell]] = []
-    choices_of: list[tuple[str, ...] | None] = []
+    choices_of: list[list[str] | None] = []
     for name, group in by_candidate.items():
         per = [_slot_cells(x, cell_keys, many_platforms) for x in group]
         same = all(p.cells == per[0].cells for p in per[1:])
@@ -466,7 +468,7 @@ def build(s: Session, scope: str = "catalog", columns: list[str] | None = None,
     return table
 
 
-def _same_choices(rows: list[dict[str, Cell]], choices: list[tuple[str, ...] | None], keys: list[str]) -> None:
+def _same_choices(rows: list[dict[str, Cell]], choices: list[list[str] | None], keys: list[str]) -> None:
     """The reference page's "same three": a row whose -b choices are the row
     above's says so."""
     if "choices" not in keys:

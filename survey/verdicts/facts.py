@@ -58,35 +58,38 @@ class Capture:
 
 @dataclass(frozen=True)
 class Facts:
+    """A slot's facts. Each backend's checks are kept as their own JSON text, read when a
+    column shows that backend (:meth:`checks`): a table of 30,000 slots holds one string per
+    backend and slot, not ten small objects per check."""
+
     run_id: int
     triton_version: str | None
     triton_distribution: str | None
-    cli_backends: tuple[str, ...] | None
-    checks: tuple[Check, ...]
-    captures: tuple[Capture, ...]
+    cli_backends: list[str] | None
+    check_rows: dict[str, str]  # backend -> a JSON list of its checks: Check's fields after the backend
+    capture_rows: list[list[Any]]  # Capture's fields in order
     first_run: int  # the environment's first run under this candidate, and what a footnote says of it
     first_date: str | None
     first_what: str
     answers: str  # survey.verdicts.since.answers_of
 
+    def checks(self, backend: str) -> list[Check]:
+        """The published checks of one backend, in their order."""
+        rows = self.check_rows.get(backend)
+        return [Check(backend, md, _ACCEPTANCE[v], o, src, lib, rule, srule, _HERE[h],
+                      _CAUSE[c] if c is not None else None)
+                for md, v, o, src, lib, rule, srule, h, c in json.loads(rows)] if rows else []
+
+    def captures(self) -> list[Capture]:
+        return [Capture(*c) for c in self.capture_rows]
+
     def to_json(self) -> str:
-        return json.dumps([
-            self.run_id, self.triton_version, self.triton_distribution,
-            list(self.cli_backends) if self.cli_backends is not None else None,
-            [[c.backend, c.mode, str(c.verdict), c.outcome, c.source, c.library, c.rule, c.stub_rule, str(c.here),
-              str(c.cause) if c.cause is not None else None] for c in self.checks],
-            [[c.backend, c.mode, c.outcome, c.kernel_count] for c in self.captures],
-            self.first_run, self.first_date, self.first_what, self.answers,
-        ], ensure_ascii=False, separators=(",", ":"))
+        return _json([self.run_id, self.triton_version, self.triton_distribution, self.cli_backends, self.check_rows,
+                      self.capture_rows, self.first_run, self.first_date, self.first_what, self.answers])
 
     @classmethod
     def from_json(cls, text: str) -> Facts:
-        run_id, version, dist, choices, checks, captures, first, date, what, said = json.loads(text)
-        return cls(run_id, version, dist, tuple(choices) if choices is not None else None,
-                   tuple(Check(b, md, _ACCEPTANCE[v], o, src, lib, rule, srule, _HERE[h],
-                               _CAUSE[c] if c is not None else None)
-                         for b, md, v, o, src, lib, rule, srule, h, c in checks),
-                   tuple(Capture(*c) for c in captures), first, date, what, said)
+        return cls(*json.loads(text))
 
 
 def provenance_what(run: m.Run) -> str:
@@ -103,8 +106,20 @@ def facts_of(run: m.Run, cells: list[dict[str, Any]]) -> Facts:
     env = run.environment
     return Facts(
         run.id, run.triton_version, env.triton_distribution if env is not None else None,
-        tuple(run.cli_backends) if run.cli_backends is not None else None,
-        tuple(Check(c["backend"], c["mode_arg"], c["verdict"], c["outcome"], c["verdict_source"], c["library"],
-                    c["rule"], c["stub_rule"], c["here"], c["cause"]) for c in cells),
-        tuple(Capture(c.backend, c.mode, c.outcome, c.kernel_count) for c in run.captures),
+        list(run.cli_backends) if run.cli_backends is not None else None,
+        _by_backend(cells),
+        [[c.backend, c.mode, c.outcome, c.kernel_count] for c in run.captures],
         first.id, queries.iso(first.finished_at), provenance_what(first), answers_of(run))
+
+
+def _by_backend(cells: list[dict[str, Any]]) -> dict[str, str]:
+    rows: dict[str, list[list[Any]]] = {}
+    for c in cells:
+        rows.setdefault(c["backend"], []).append([
+            c["mode_arg"], str(c["verdict"]), c["outcome"], c["verdict_source"], c["library"], c["rule"],
+            c["stub_rule"], str(c["here"]), str(c["cause"]) if c["cause"] is not None else None])
+    return {b: _json(r) for b, r in rows.items()}
+
+
+def _json(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
