@@ -159,8 +159,7 @@ def slot_lines(s: Session, scope: str = "all") -> list[SlotLine]:
     q = _slot_query(s, scope, None, None).with_only_columns(
         m.Candidate.name, m.Candidate.label, m.Slot.id, m.Platform.key, m.Platform.vendor, m.Platform.model,
         m.Platform.arch, m.Slot.complete_run_id, m.Slot.last_run_id)
-    return [SlotLine(name, label, sid, key, slot_platform_label(key, vendor, model, arch) if key is not None
-                     else slot_platform_label(None), complete, last)
+    return [SlotLine(name, label, sid, key, slot_platform_label(key, vendor or "", model, arch), complete, last)
             for name, label, sid, key, vendor, model, arch, complete, last in s.execute(q)]
 
 

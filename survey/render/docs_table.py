@@ -393,9 +393,9 @@ def lines(s: Session, scope: str = "catalog") -> list[Line]:
     slots = queries.slots(s, scope)
     runs = [sl.complete for sl in slots if sl.complete is not None]
     worked = cells_mod.run_cells(s, runs)
-    by_run = summary.slot_facts(s, {r.id: r.id for r in runs}, {r.id: r for r in runs}, worked)
+    by_run = summary.run_facts(s, {r.id: r for r in runs}, worked)
     return [Line(sl.candidate.name, sl.candidate.label, sl.platform_key, sl.platform_label,
-                 by_run[sl.complete.id][1] if sl.complete is not None else None,
+                 by_run[sl.complete.id] if sl.complete is not None else None,
                  None if sl.complete is not None else no_evidence_text(sl.last, sl.candidate.spec))
             for sl in slots]
 

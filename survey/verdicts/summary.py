@@ -132,20 +132,21 @@ def refresh(s: Session, slot_ids: list[int]) -> dict[int, tuple[int, list[dict[s
         if rows:  # Core: one executemany (the ORM's bulk insert splits rows by which values are None)
             conn.execute(insert(m.Base.metadata.tables["cells"]), rows)
         if slot_runs:
+            facts = run_facts(s, runs, worked)
             conn.execute(insert(m.Base.metadata.tables["slot_facts"]), [
-                {"slot_id": sid, "run_id": rid, "facts": f.to_json()}
-                for sid, (rid, f) in slot_facts(s, slot_runs, runs, worked).items()])
+                {"slot_id": sid, "run_id": rid, "facts": facts[rid].to_json()} for sid, rid in slot_runs.items()])
         out.update((sid, (rid, worked[rid])) for sid, rid in slot_runs.items())
     return out
 
 
-def slot_facts(s: Session, slot_runs: dict[int, int], runs: dict[int, m.Run],
-               worked: dict[int, list[dict[str, Any]]]) -> dict[int, tuple[int, facts_mod.Facts]]:
-    """Slot id -> (its latest complete run, its facts), from the runs and their cells."""
+def run_facts(s: Session, runs: dict[int, m.Run],
+              worked: dict[int, list[dict[str, Any]]]) -> dict[int, facts_mod.Facts]:
+    """Run id -> the facts of the slot it is the latest complete run of, from the runs and
+    their cells."""
     for rid, cells in worked.items():  # the run's published verdicts, as its cells hold them
         modes.remember(s, rid, [cells_mod.verdict_of(c) for c in cells])
     stability.first_runs(s, runs.values())
-    return {sid: (rid, facts_mod.facts_of(runs[rid], worked[rid])) for sid, rid in slot_runs.items()}
+    return {rid: facts_mod.facts_of(run, worked[rid]) for rid, run in runs.items()}
 
 
 def stored_facts(s: Session, slot_ids: Iterable[int]) -> dict[int, facts_mod.Facts]:
