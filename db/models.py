@@ -12,7 +12,8 @@ Three identities, kept apart:
   (``scope`` adhoc: kept, not published unless asked).
 
 A *run* is one probe report of one environment on one platform, filed under one
-candidate. The report is kept in its canonical JSON, compressed (zlib), in a table
+candidate. The report is kept in its canonical JSON, compressed (zlib with a preset
+dictionary: db/compression.py), in a table
 of its own that only the routes returning it read; its mode, library and capture
 results are also normalised into rows for querying. A *slot* row per (candidate,
 platform) names its latest run and its latest complete run, kept by the writer in
@@ -25,16 +26,16 @@ its normalised form (``error_key``); the same failure again only counts a retry
 from __future__ import annotations
 
 import datetime as dt
-import zlib
 from typing import Any
 
-from sqlalchemy import JSON, Boolean, DateTime, Float, ForeignKey, Index, Integer, LargeBinary, UniqueConstraint
+from sqlalchemy import JSON, Boolean, DateTime, Float, ForeignKey, Index, Integer, LargeBinary, UniqueConstraint, select
 from sqlalchemy import String as _String
 from sqlalchemy import Text as _Text
 from sqlalchemy.engine import Dialect
-from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
+from sqlalchemy.orm import DeclarativeBase, Mapped, column_property, mapped_column, relationship
 from sqlalchemy.types import TypeDecorator
 
+from db import compression
 from db import widths as W
 
 NUL_SHOWN = "\u2400"  # SYMBOL FOR NULL: one character for one, so a value still fits its column
@@ -148,34 +149,25 @@ class Run(Base):
 
 
 class Report(Base):
-    """The probe report exactly as it was received: its canonical JSON, zlib-compressed
-    (``body``; :attr:`raw` is the text)."""
+    """The probe report exactly as it was received: its canonical JSON, compressed
+    (``body``, :mod:`db.compression`; :attr:`raw` is the text). Its sha256 is the
+    run's ``report_hash``."""
 
     __tablename__ = "reports"
 
     run_id: Mapped[int] = mapped_column(ForeignKey("runs.id"), primary_key=True)
     body: Mapped[bytes] = mapped_column(LargeBinary)
-    sha256: Mapped[str] = mapped_column(String(64))
 
     run: Mapped[Run] = relationship(back_populates="report")
 
-    @classmethod
-    def of(cls, run_id: int, raw: str, sha256: str) -> Report:
-        return cls(run_id=run_id, body=compress(raw), sha256=sha256)
-
     @property
     def raw(self) -> str:
-        return zlib.decompress(self.body).decode("utf-8")
-
-
-def compress(raw: str) -> bytes:
-    """A report's stored form (level 6: a 30 KB report in about 0.3 ms, to about an eighth)."""
-    return compress_bytes(raw.encode("utf-8"))
+        return compression.decompress(self.body).decode("utf-8")
 
 
 def compress_bytes(raw: bytes) -> bytes:
-    """:func:`compress` of text already UTF-8."""
-    return zlib.compress(raw, 6)
+    """A report's stored form, from its canonical text (:func:`db.compression.compress`)."""
+    return compression.compress(raw)
 
 
 class Slot(Base):
@@ -225,7 +217,7 @@ class Cell(Base):
     cause: Mapped[str | None] = mapped_column(String(40), nullable=True)
     stub_outcome: Mapped[str | None] = mapped_column(String(40), nullable=True)
     library: Mapped[str | None] = mapped_column(String(W.LIBRARY), nullable=True)
-    reason: Mapped[str | None] = mapped_column(Text, nullable=True)
+    reason: Mapped[str | None] = mapped_column(Text, nullable=True)  # NULL: the same as verdict_reason
     capture_outcome: Mapped[str | None] = mapped_column(String(40), nullable=True)
     capture_kernel_count: Mapped[int | None] = mapped_column(Integer, nullable=True)
     capture_gpu_time_ns: Mapped[float | None] = mapped_column(Float, nullable=True)
@@ -250,6 +242,25 @@ class SlotFacts(Base):
     facts: Mapped[str] = mapped_column(Text)
 
 
+class StoredText(Base):
+    """A text that checks repeat from run to run (a Proton message, a library's error
+    and fix), kept once and named by its sha256: the rows that say it hold its id
+    (written by ``survey.evidence.ingest``; read as the rows' ``message``, ``error``
+    and ``fix``)."""
+
+    __tablename__ = "texts"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    sha256: Mapped[str] = mapped_column(String(64), unique=True)  # of the text as given, UTF-8
+    body: Mapped[str] = mapped_column(Text)
+
+
+def _text_of(column: Any) -> Any:
+    """A row's text by its id, read in the row's own SELECT (a primary-key look-up)."""
+    return column_property(select(StoredText.body).where(StoredText.id == column).correlate_except(StoredText)
+                           .scalar_subquery())
+
+
 class ModeRow(Base):
     __tablename__ = "mode_results"
     __table_args__ = (Index("ix_mode_results_run", "run_id"),)
@@ -265,13 +276,16 @@ class ModeRow(Base):
     library: Mapped[str | None] = mapped_column(String(W.LIBRARY), nullable=True)
     signal: Mapped[str | None] = mapped_column(String(W.SIGNAL), nullable=True)
     exc_type: Mapped[str | None] = mapped_column(String(W.EXC_TYPE), nullable=True)
-    message: Mapped[str | None] = mapped_column(Text, nullable=True)
+    message_id: Mapped[int | None] = mapped_column(ForeignKey("texts.id"), nullable=True)
     exit_code: Mapped[int | None] = mapped_column(Integer, nullable=True)
     duration_s: Mapped[float] = mapped_column(Float)
     hung_at_exit: Mapped[bool] = mapped_column(Boolean, default=False)
     stderr_tail: Mapped[str] = mapped_column(Text, default="")
-    attempts: Mapped[list[dict[str, Any]] | None] = mapped_column(JSON, nullable=True)
-    outcome_counts: Mapped[dict[str, int] | None] = mapped_column(JSON, nullable=True)
+    # none: SQL NULL (rows before revision 0008 may hold JSON null: read the same)
+    attempts: Mapped[list[dict[str, Any]] | None] = mapped_column(JSON(none_as_null=True), nullable=True)
+    outcome_counts: Mapped[dict[str, int] | None] = mapped_column(JSON(none_as_null=True), nullable=True)
+
+    message: Mapped[str | None] = _text_of(message_id)
 
 
 class LibraryRow(Base):
@@ -283,10 +297,13 @@ class LibraryRow(Base):
     name: Mapped[str] = mapped_column(String(W.LIBRARY))
     backends: Mapped[list[str]] = mapped_column(JSON, default=list)
     loads: Mapped[bool | None] = mapped_column(Boolean, nullable=True)
-    error: Mapped[str | None] = mapped_column(Text, nullable=True)
+    error_id: Mapped[int | None] = mapped_column(ForeignKey("texts.id"), nullable=True)
     versioned_only: Mapped[bool] = mapped_column(Boolean, default=False)
-    fix: Mapped[str | None] = mapped_column(Text, nullable=True)
-    candidates: Mapped[list[dict[str, Any]]] = mapped_column(JSON, default=list)
+    fix_id: Mapped[int | None] = mapped_column(ForeignKey("texts.id"), nullable=True)
+    # where the probe looked for it: read from the report (migration 0008)
+
+    error: Mapped[str | None] = _text_of(error_id)
+    fix: Mapped[str | None] = _text_of(fix_id)
 
 
 class CaptureRow(Base):

@@ -8,12 +8,12 @@ and ``survey run`` prints a database URL's password masked in its closing line.
 from __future__ import annotations
 
 import json
-import zlib
 from pathlib import Path
 from typing import Any
 
 from sqlalchemy import text
 
+from db import compression
 from db.store import Store
 from survey.core.credentials import mask, mask_text
 from survey.evidence.identity import PlatformId
@@ -30,7 +30,7 @@ def stored_text(store: Store) -> str:
         rows = [conn.execute(text(q)).all() for q in (
             "SELECT name, label, kind, spec FROM candidates", "SELECT error, error_key FROM runs",
             "SELECT resolved, label FROM environments")]
-        reports = [zlib.decompress(body).decode() for (body,) in conn.execute(text("SELECT body FROM reports"))]
+        reports = [compression.decompress(body).decode() for (body,) in conn.execute(text("SELECT body FROM reports"))]
     return repr(rows) + repr(reports)  # the report text is stored compressed (db.models.Report)
 
 

@@ -302,6 +302,10 @@ def bump_matrix_version(s: Session) -> None:
 
 
 _MODE_COLUMNS = [c for c in records.fields("mode_result") if c in m.ModeRow.__table__.c]
+# Columns that hold a text's id in ``texts`` (db.models.StoredText): the row is built with
+# the text under the name it is read by, and the writer swaps in the id.
+_TEXT_COLUMNS = {m.ModeRow: {"message": "message_id"}, m.LibraryRow: {"error": "error_id", "fix": "fix_id"},
+                 m.CaptureRow: {}}
 
 
 def _text(value: Any) -> Any:
@@ -328,10 +332,10 @@ def _child_rows(run_id: int, report: Report, nul: bool = True) -> dict[Any, list
     modes = []
     for e in report.modes:
         data = shown(e.model_dump())
-        modes.append({"run_id": run_id, **{c: data[c] for c in _MODE_COLUMNS}})
+        modes.append({"run_id": run_id, **{c: data[c] for c in _MODE_COLUMNS}, "message": data["message"]})
     libraries = [{"run_id": run_id, "name": shown(lib.name), "backends": shown(lib.backends), "loads": lib.loads,
-                  "error": shown(lib.error), "versioned_only": lib.versioned_only, "fix": shown(lib.fix),
-                  "candidates": shown([c.model_dump() for c in lib.candidates])} for lib in report.libraries]
+                  "error": shown(lib.error), "versioned_only": lib.versioned_only, "fix": shown(lib.fix)}
+                 for lib in report.libraries]
     captures = [{
         "run_id": run_id, "backend": shown(c.backend), "mode": shown(c.mode), "outcome": c.outcome,
         "exit_code": c.exit_code, "message": shown(c.message), "max_abs_err": c.max_abs_err, "loop_s": c.loop_s,
@@ -345,18 +349,46 @@ def _child_rows(run_id: int, report: Report, nul: bool = True) -> dict[Any, list
 
 def _store_children(s: Session, written: list[tuple[m.Run, Identified]]) -> None:
     """The report text and the normalised rows of runs just added: one ``INSERT`` (of
-    many rows) per table, whatever the number of runs."""
+    many rows) per table, whatever the number of runs, and one look-up of the texts
+    they repeat."""
     conn = s.connection()  # Core executemany: the ORM's bulk path splits rows by which JSON values are null
-    conn.execute(insert(m.Base.metadata.tables["reports"]), [{"run_id": run.id, "body": ident.body,
-                                                               "sha256": ident.digest} for run, ident in written])
+    conn.execute(insert(m.Base.metadata.tables["reports"]), [{"run_id": run.id, "body": ident.body}
+                                                              for run, ident in written])
     tables: dict[Any, list[dict[str, Any]]] = {m.ModeRow: [], m.LibraryRow: [], m.CaptureRow: []}
     for run, ident in written:
         # a report without NUL has none to show as U+2400
         for model, rows in _child_rows(run.id, ident.report, ident.nul).items():
             tables[model] += rows
+    ids = intern_texts(conn, {row[name] for model, rows in tables.items() for name in _TEXT_COLUMNS[model]
+                              for row in rows if row[name] is not None})
     for model, rows in tables.items():
+        for row in rows:
+            for name, column in _TEXT_COLUMNS[model].items():
+                text_ = row.pop(name)
+                row[column] = ids[text_] if text_ is not None else None
         if rows:
             conn.execute(insert(m.Base.metadata.tables[model.__tablename__]), rows)
+
+
+def intern_texts(conn: Connection, texts: set[str]) -> dict[str, int]:
+    """Text -> its id in ``texts``, adding the texts not kept yet (inside the write, which
+    holds the store's write lock: no other writer adds one meanwhile)."""
+    if not texts:
+        return {}
+    by_hash = {hashlib.sha256(t.encode("utf-8", "surrogatepass")).hexdigest(): t for t in texts}
+    table = m.Base.metadata.tables["texts"]
+    hashes = sorted(by_hash)
+    found: dict[str, int] = {}
+    for first in range(0, len(hashes), 500):
+        found.update((h, i) for h, i in conn.execute(select(table.c.sha256, table.c.id).where(
+            table.c.sha256.in_(hashes[first:first + 500]))))
+    missing = [h for h in hashes if h not in found]
+    if missing:
+        conn.execute(insert(table), [{"sha256": h, "body": by_hash[h]} for h in missing])
+        for first in range(0, len(missing), 500):
+            found.update((h, i) for h, i in conn.execute(select(table.c.sha256, table.c.id).where(
+                table.c.sha256.in_(missing[first:first + 500]))))
+    return {by_hash[h]: i for h, i in found.items()}
 
 
 def _existing(s: Session, digest: str, name: str) -> IngestResult | None:

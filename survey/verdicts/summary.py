@@ -88,6 +88,8 @@ def stored_cells(s: Session, slot_ids: Iterable[int]) -> dict[int, list[dict[str
                              .order_by(m.Cell.slot_id, m.Cell.ord)):
             cell = {k: texts.setdefault(v, v) if isinstance(v, str) else v
                     for k, v in zip(cells_mod.ALL_KEYS, row[1:], strict=True)}
+            if cell["reason"] is None:  # stored once: the same text as the verdict's (_row)
+                cell["reason"] = cell["verdict_reason"]
             cell["verdict"] = _ACCEPTANCE[cell["verdict"]]
             cell["here"] = _HERE[cell["here"]]
             cell["cause"] = _CAUSE[cell["cause"]] if cell["cause"] is not None else None
@@ -126,8 +128,7 @@ def refresh(s: Session, slot_ids: list[int]) -> dict[int, tuple[int, list[dict[s
                                           .options(selectinload(m.Run.modes), selectinload(m.Run.captures),
                                                    selectinload(m.Run.environment)))}
         worked = cells_mod.run_cells(s, list(runs.values()))
-        rows = [{"slot_id": sid, "run_id": rid, "ord": i, **{k: _plain(c[k]) for k in cells_mod.ALL_KEYS}}
-                for sid, rid in slot_runs.items() for i, c in enumerate(worked[rid])]
+        rows = [_row(sid, rid, i, c) for sid, rid in slot_runs.items() for i, c in enumerate(worked[rid])]
         conn = s.connection()
         if rows:  # Core: one executemany (the ORM's bulk insert splits rows by which values are None)
             conn.execute(insert(m.Base.metadata.tables["cells"]), rows)
@@ -162,6 +163,16 @@ def stored_facts(s: Session, slot_ids: Iterable[int]) -> dict[int, facts_mod.Fac
 
 def _plain(value: Any) -> Any:
     return str(value) if isinstance(value, Verdict | Cause | Acceptance) else value
+
+
+def _row(slot_id: int, run_id: int, ord_: int, cell: dict[str, Any]) -> dict[str, Any]:
+    """A cell as the ``cells`` table keeps it: its ``reason`` (the verdict's reason,
+    normalised) is NULL where normalising left the verdict's reason as it was, which
+    is nearly always: a text is not stored twice in one row."""
+    row = {"slot_id": slot_id, "run_id": run_id, "ord": ord_, **{k: _plain(cell[k]) for k in cells_mod.ALL_KEYS}}
+    if row["reason"] == row["verdict_reason"]:
+        row["reason"] = None
+    return row
 
 
 def _set_stamp(s: Session, version: str) -> None:
