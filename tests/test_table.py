@@ -197,6 +197,23 @@ def test_no_markdown_line_is_longer_than_200_characters(catalog_store: Store) ->
     assert "\n1. run #" in md and "**Since**" in md and "**Documented, not measured**" in md
 
 
+@pytest.mark.parametrize("text", [
+    "run #1, 2026-09-21, no GPU (x86_64), host host-0",  # one line: the short way
+    "x" * 197, "x" * 198, "x" * 199,  # at the limit with the indent "1. ", and one past it
+    "a  b   c",  # runs of spaces inside a line stay
+    " leading", "trailing ", "tab\there", "line\nbreak", "cr\rhere", "form\x0cfeed",  # textwrap reshapes these
+    "non\u00a0breaking\u2003spaces",  # not whitespace to textwrap
+    "“quoted”" * 24,  # 192 characters, 576 bytes: too wide in bytes
+    "", "   ",
+    " ".join(f"word{i}" for i in range(60)),  # several lines
+])
+def test_a_footnote_that_fits_one_line_is_wrapped_as_textwrap_wraps_it(text: str) -> None:
+    """The Markdown's lines come from docs_table._wrap, which skips textwrap for a text
+    that fits one line (10,000 footnotes: a fifth of `survey table`)."""
+    for first, rest in (("1. ", "   "), ("- ", "  "), ("", "")):
+        assert docs_table._wrap(text, first, rest) == docs_table._wrapped(text, first, rest), (text, first)
+
+
 def test_survey_table_prints_the_docs_table(catalog_store: Store) -> None:
     """``docs_table.markdown`` (what /matrix.md serves) is byte for byte what ``survey
     table`` prints, and ``--format html`` is the same table as HTML."""

@@ -316,7 +316,11 @@ class DocsTable:
         return to_html(self)
 
 
-def _slot_cells(line: Line, keys: list[str], platforms_shown: bool) -> _SlotCells:
+def _slot_cells(line: Line, keys: list[str], platforms_shown: bool,
+               said: dict[Any, Any]) -> _SlotCells:
+    """``said``: the cells worked out so far in this table, by what they are a function of
+    (a backend's modes cell: the backend and its checks' stored text; the choices cell:
+    the choices), which slots repeat by the thousand."""
     f = line.facts
     cells: dict[str, Cell] = {}
     if f is None:
@@ -327,10 +331,13 @@ def _slot_cells(line: Line, keys: list[str], platforms_shown: bool) -> _SlotCell
         if k == "triton":
             cells[k] = Cell(triton_cell(f))
         elif k == "choices":
-            cells[k] = Cell(_tick(f.cli_backends) if f.cli_backends else NONE)
+            cells[k] = Cell(_choices(f.cli_backends, said))
         elif k in O.BACKENDS:
-            text, note = modes_cell(f, k)
-            cells[k] = Cell(text, note)
+            key = (k, f.check_rows.get(k))
+            found = said.get(key)
+            if found is None:
+                found = said[key] = modes_cell(f, k)
+            cells[k] = Cell(*found)
         elif k == "capture":
             cells[k] = Cell(capture_cell(f))
         else:
@@ -338,6 +345,15 @@ def _slot_cells(line: Line, keys: list[str], platforms_shown: bool) -> _SlotCell
     # The environment's first run: its later runs are pooled into the same answers (survey.verdicts.stability).
     plabel = line.platform_label if line.platform_key is not None else None
     return _SlotCells(line, cells, f.cli_backends, provenance_text(f, plabel if platforms_shown else None))
+
+
+def _choices(names: list[str] | None, said: dict[Any, Any]) -> str:
+    """The `-b` choices cell, worked out once per table for each list of choices."""
+    key = ("choices", tuple(names) if names else None)
+    found = said.get(key)
+    if found is None:
+        found = said[key] = _tick(names) if names else NONE
+    return str(found)
 
 
 def _documented_cells(row: dict[str, Cell], keys: list[str], claims: list[dict[str, Any]]) -> None:
@@ -417,8 +433,9 @@ def build(s: Session, scope: str = "catalog", columns: list[str] | None = None,
     cell_keys = [k for k in keys if k not in ("source", "platform", "evidence")]
     rows: list[dict[str, Cell]] = []
     choices_of: list[list[str] | None] = []
+    worked: dict[Any, Any] = {}  # cells by what they are a function of (_slot_cells)
     for name, group in by_candidate.items():
-        per = [_slot_cells(x, cell_keys, many_platforms) for x in group]
+        per = [_slot_cells(x, cell_keys, many_platforms, worked) for x in group]
         same = all(p.cells == per[0].cells for p in per[1:])
         parts = [per] if same else [[p] for p in per]
         conflict = any(c["status"] == "conflicts" for c in claims if c["candidate"] == name)
@@ -504,9 +521,19 @@ def md(text: str) -> str:
     return escape.markdown(text, code=True)
 
 
+_RESHAPED = re.compile(r"[\t\n\x0b\x0c\r]|^$")  # whitespace textwrap replaces; empty text
+
+
 def _wrap(text: str, first: str, rest: str) -> list[str]:
     """Lines of at most LINE_LIMIT characters and LINE_LIMIT bytes of UTF-8 (quotes such
     as “” are three bytes each): the limit holds however a tool counts."""
+    if (len(first) + len(text) <= LINE_LIMIT and text == text.strip() and not _RESHAPED.search(text)
+            and len(first.encode()) + len(text.encode()) <= LINE_LIMIT):
+        return [first + text]  # what _wrapped gives a text that fits one line, without its work
+    return _wrapped(text, first, rest)
+
+
+def _wrapped(text: str, first: str, rest: str) -> list[str]:
     width = LINE_LIMIT
     while True:
         lines = textwrap.wrap(text, width=width, initial_indent=first, subsequent_indent=rest,

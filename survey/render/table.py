@@ -50,8 +50,14 @@ def flat(value: Any) -> Any:
 def pipe_table(headers: Sequence[str], rows: Sequence[Sequence[Any]], *, code: bool = False) -> str:
     """A GitHub pipe table, cells unpadded so a row is as long as what it says.
     ``code``: the cells are our own text, whose `code` spans stay code spans."""
+    shown: dict[str, str] = {}  # a table repeats its cells ("same three", "backend absent"): each escaped once
+
     def cell(value: Any) -> str:
-        return escape.markdown("" if value is None else str(value), cell=True, code=code)
+        text = "" if value is None else str(value)
+        out = shown.get(text)
+        if out is None:
+            out = shown[text] = escape.markdown(text, cell=True, code=code)
+        return out
 
     lines = ["| " + " | ".join(cell(h) for h in headers) + " |",
              "|" + "|".join(":---" for _ in headers) + "|"]
