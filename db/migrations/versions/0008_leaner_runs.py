@@ -14,7 +14,8 @@
   proton-survey refuses the store rather than fail on a body it cannot read.
 
 SQLite copies each changed table once (Alembic's batch mode): 1.7 s for a store of
-5,000 runs (bench/bench_scale.py's), so about half a minute for 100,000.
+5,000 runs (bench/bench_scale.py's), so about half a minute for 100,000; PostgreSQL
+5.1 s for the same store (bench/measured/dev-2core-2026-12-05e-store/pg_upgrade.py).
 
 Revision ID: 0008
 Revises: 0007
