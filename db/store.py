@@ -351,8 +351,12 @@ def ensure_schema(engine: Engine, *, create: bool = True) -> str:
     assert head is not None
     where = mask_url(engine.url)
     try:
+        # The tables first, then the revision: an opener that makes the schema meanwhile
+        # commits its tables and its revision together, so tables seen here come with a
+        # revision read after them (read the other way round, a schema made between the two
+        # reads looked like a foreign database's tables).
+        tables = set(inspect(engine).get_table_names())
         current = current_revision(engine)
-        tables = set(inspect(engine).get_table_names()) if current is None else set()
     except Exception as e:
         sqlite = engine.url.get_backend_name() == "sqlite"
         problem = outage.classify(e, path=_sqlite_file(engine.url) if sqlite else None)

@@ -26,11 +26,11 @@ from typing import Any
 import pytest
 from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
-from sqlalchemy import create_engine, inspect, text
+from sqlalchemy import create_engine, event, inspect, text
 from sqlalchemy.exc import OperationalError
 
 from db.models import Base
-from db.store import NewerDatabaseError, NoStoreError, Store, StoreError, head_revision, mask_url
+from db.store import NewerDatabaseError, NoStoreError, Store, StoreError, ensure_schema, head_revision, mask_url
 from survey.evidence import queries
 from survey.render import docs_table
 from tests.conftest import Clock, report_bytes, survey_cli
@@ -167,6 +167,29 @@ def test_cli_on_postgresql_by_flag_and_by_environment(pg_url: str, tmp_path: Pat
     assert r.returncode == 0, r
     assert {row["triton_version"] for row in json.loads(r.stdout)} == {"3.9.0"}
     assert execute(pg_url, "SELECT name FROM candidates") == [("t39",)]
+
+
+@pytest.mark.parametrize("after", [1, 2, 3, 4])
+def test_an_opener_that_finds_a_schema_made_while_it_looked_uses_it(empty_url: str, after: int) -> None:
+    """Found by the flake hunt: an opener read "no revision", another opener then made the
+    whole schema, and the first read the tables, found them without a revision and
+    refused the store as foreign. Here the other opener makes the schema after this one
+    has given back its ``after``-th connection: between any two of its reads."""
+    engine = create_engine(empty_url)
+    given_back: list[int] = []
+
+    def another_opener(_dbapi_conn: Any, _record: Any) -> None:
+        given_back.append(1)
+        if len(given_back) == after:
+            Store(empty_url).close()
+
+    event.listen(engine, "checkin", another_opener)
+    try:
+        assert ensure_schema(engine) == head_revision()
+    finally:
+        engine.dispose()
+    assert len(given_back) >= after  # the other opener did run
+    assert execute(empty_url, "SELECT version_num FROM alembic_version") == [(head_revision(),)]
 
 
 @pytest.mark.parametrize("how", ["threads", "processes"])
