@@ -300,7 +300,7 @@ class LibraryRow(Base):
     error_id: Mapped[int | None] = mapped_column(ForeignKey("texts.id"), nullable=True)
     versioned_only: Mapped[bool] = mapped_column(Boolean, default=False)
     fix_id: Mapped[int | None] = mapped_column(ForeignKey("texts.id"), nullable=True)
-    # where the probe looked for it: read from the report (migration 0008)
+    # where the probe looked for the library is not kept here: the report has it (migration 0008)
 
     error: Mapped[str | None] = _text_of(error_id)
     fix: Mapped[str | None] = _text_of(fix_id)

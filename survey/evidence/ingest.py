@@ -377,17 +377,18 @@ def intern_texts(conn: Connection, texts: set[str]) -> dict[str, int]:
         return {}
     by_hash = {hashlib.sha256(t.encode("utf-8", "surrogatepass")).hexdigest(): t for t in texts}
     table = m.Base.metadata.tables["texts"]
-    hashes = sorted(by_hash)
     found: dict[str, int] = {}
-    for first in range(0, len(hashes), 500):
-        found.update((h, i) for h, i in conn.execute(select(table.c.sha256, table.c.id).where(
-            table.c.sha256.in_(hashes[first:first + 500]))))
-    missing = [h for h in hashes if h not in found]
+
+    def look_up(hashes: list[str]) -> None:
+        for first in range(0, len(hashes), 500):
+            found.update((h, i) for h, i in conn.execute(select(table.c.sha256, table.c.id).where(
+                table.c.sha256.in_(hashes[first:first + 500]))))
+
+    look_up(sorted(by_hash))
+    missing = [h for h in sorted(by_hash) if h not in found]
     if missing:
         conn.execute(insert(table), [{"sha256": h, "body": by_hash[h]} for h in missing])
-        for first in range(0, len(missing), 500):
-            found.update((h, i) for h, i in conn.execute(select(table.c.sha256, table.c.id).where(
-                table.c.sha256.in_(missing[first:first + 500]))))
+        look_up(missing)
     return {by_hash[h]: i for h, i in found.items()}
 
 
