@@ -12,7 +12,7 @@ Three identities, kept apart:
   (``scope`` adhoc: kept, not published unless asked).
 
 A *run* is one probe report of one environment on one platform, filed under one
-candidate. The report is kept in its canonical JSON, compressed (zlib with a preset
+candidate. The report is kept in its canonical JSON, compressed (zstd with a preset
 dictionary: db/compression.py), in a table
 of its own that only the routes returning it read; its mode, library and capture
 results are also normalised into rows for querying. A *slot* row per (candidate,

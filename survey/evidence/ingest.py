@@ -96,7 +96,7 @@ class Identified:
     validated and hashed) in its stored, compressed form, that hash, and the environment
     and platform it files under (``survey/evidence/identity.py``: derived from the report
     alone). Compressed here, so that a writer does it before it takes the store's write
-    lock, and many reports read before a bulk write hold an eighth of their text."""
+    lock, and many reports read before a bulk write hold a twentieth of their text."""
 
     report: Report
     body: bytes  # db.models.compress of the canonical JSON
