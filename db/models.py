@@ -143,9 +143,9 @@ class Run(Base):
     environment: Mapped[Environment | None] = relationship()
     platform: Mapped[Platform | None] = relationship()
     report: Mapped[Report | None] = relationship(back_populates="run", uselist=False)
-    modes: Mapped[list[ModeRow]] = relationship(order_by="ModeRow.id")
-    libraries: Mapped[list[LibraryRow]] = relationship(order_by="LibraryRow.id")
-    captures: Mapped[list[CaptureRow]] = relationship(order_by="CaptureRow.id")
+    modes: Mapped[list[ModeRow]] = relationship(order_by="ModeRow.ord")
+    libraries: Mapped[list[LibraryRow]] = relationship(order_by="LibraryRow.ord")
+    captures: Mapped[list[CaptureRow]] = relationship(order_by="CaptureRow.ord")
 
 
 class Report(Base):
@@ -189,6 +189,17 @@ class Slot(Base):
     complete_run_id: Mapped[int | None] = mapped_column(ForeignKey("runs.id"), nullable=True)
 
 
+# A run's checks, libraries and captures, and a slot's cells, are rows keyed by their
+# parent and their place in it: no row id of their own (a parent's rows are read and
+# written together), and on SQLite the table is kept in that key's order (WITHOUT
+# ROWID), so it needs no second index.
+_CHILD = {"sqlite_with_rowid": False}
+
+
+def _place() -> Mapped[int]:
+    return mapped_column(Integer, primary_key=True, autoincrement=False)
+
+
 class Cell(Base):
     """One published check of a slot's latest complete run: the matrix row's parts that
     come from its runs (outcome, verdict, here, cause, capture), derived from the
@@ -198,15 +209,11 @@ class Cell(Base):
     work the rows out from the runs."""
 
     __tablename__ = "cells"
-    __table_args__ = (
-        Index("ix_cells_slot", "slot_id", "ord"),
-        Index("ix_cells_backend", "backend", "mode", "slot_id"),
-    )
+    __table_args__ = (Index("ix_cells_backend", "backend", "mode", "slot_id"), _CHILD)
 
-    id: Mapped[int] = mapped_column(Integer, primary_key=True)
-    slot_id: Mapped[int] = mapped_column(ForeignKey("slots.id"))
+    slot_id: Mapped[int] = mapped_column(ForeignKey("slots.id"), primary_key=True)
+    ord: Mapped[int] = _place()  # the row's place in its slot
     run_id: Mapped[int] = mapped_column(ForeignKey("runs.id"))
-    ord: Mapped[int] = mapped_column(Integer)  # the row's place in its slot
     backend: Mapped[str] = mapped_column(String(W.BACKEND))
     mode: Mapped[str] = mapped_column(String(W.MODE))  # the label: none for no mode
     mode_arg: Mapped[str | None] = mapped_column(String(W.MODE), nullable=True)
@@ -263,10 +270,10 @@ def _text_of(column: Any) -> Any:
 
 class ModeRow(Base):
     __tablename__ = "mode_results"
-    __table_args__ = (Index("ix_mode_results_run", "run_id"),)
+    __table_args__ = _CHILD
 
-    id: Mapped[int] = mapped_column(Integer, primary_key=True)
-    run_id: Mapped[int] = mapped_column(ForeignKey("runs.id"))
+    run_id: Mapped[int] = mapped_column(ForeignKey("runs.id"), primary_key=True)
+    ord: Mapped[int] = _place()  # the check's place in its report's modes (from 0)
     backend: Mapped[str] = mapped_column(String(W.BACKEND))
     mode: Mapped[str | None] = mapped_column(String(W.MODE), nullable=True)
     env: Mapped[str] = mapped_column(String(20))
@@ -290,10 +297,10 @@ class ModeRow(Base):
 
 class LibraryRow(Base):
     __tablename__ = "library_results"
-    __table_args__ = (Index("ix_library_results_run", "run_id"),)
+    __table_args__ = _CHILD
 
-    id: Mapped[int] = mapped_column(Integer, primary_key=True)
-    run_id: Mapped[int] = mapped_column(ForeignKey("runs.id"))
+    run_id: Mapped[int] = mapped_column(ForeignKey("runs.id"), primary_key=True)
+    ord: Mapped[int] = _place()
     name: Mapped[str] = mapped_column(String(W.LIBRARY))
     backends: Mapped[list[str]] = mapped_column(JSON, default=list)
     loads: Mapped[bool | None] = mapped_column(Boolean, nullable=True)
@@ -308,10 +315,10 @@ class LibraryRow(Base):
 
 class CaptureRow(Base):
     __tablename__ = "capture_results"
-    __table_args__ = (Index("ix_capture_results_run", "run_id"),)
+    __table_args__ = _CHILD
 
-    id: Mapped[int] = mapped_column(Integer, primary_key=True)
-    run_id: Mapped[int] = mapped_column(ForeignKey("runs.id"))
+    run_id: Mapped[int] = mapped_column(ForeignKey("runs.id"), primary_key=True)
+    ord: Mapped[int] = _place()
     backend: Mapped[str | None] = mapped_column(String(W.BACKEND), nullable=True)
     mode: Mapped[str | None] = mapped_column(String(W.MODE), nullable=True)
     outcome: Mapped[str] = mapped_column(String(40))

@@ -24,7 +24,7 @@ from db import models as m
 from db.store import Store, alembic_config
 from survey.evidence.ingest import Filing, identify, ingest, ingest_many
 from survey.evidence.report import canonical_json
-from survey.verdicts import summary  # noqa: F401  (as the product writes: each run's cells and facts kept)
+from survey.verdicts import summary  # as the product writes: each run's cells and facts kept
 from tests.conftest import report_bytes
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -117,6 +117,54 @@ def test_a_check_without_attempts_stores_null_not_json_null(store: Store) -> Non
         kept = conn.execute(text("SELECT attempts, outcome_counts FROM mode_results WHERE run_id = :r"),
                             {"r": run_id}).all()
     assert kept and all(row == (None, None) for row in kept)
+
+
+_CHECK = "backend, mode, env, stub, outcome, message_id"
+
+
+@pytest.mark.both_stores
+def test_revision_0010_keys_a_runs_rows_by_their_place_and_goes_down_to_row_ids_in_that_order(store: Store) -> None:
+    names = ("h200-sm90-triton-3.6.0.json", "cpu-triton-3.8.0.json")
+    with store.session() as s:
+        runs = [ingest(s, report_bytes(n), candidate=f"c{i}", scope="catalog").run_id for i, n in enumerate(names)]
+    for run_id, name in zip(runs, names, strict=True):  # a check's place is its place in the report
+        with store.session() as s:
+            assert [(r.ord, r.backend, r.mode, r.env) for r in s.get(m.Run, run_id).modes] == [  # type: ignore[union-attr]
+                (i, e["backend"], e["mode"], e["env"]) for i, e in enumerate(json.loads(report_bytes(name))["modes"])]
+    with store.session() as s:
+        cells = summary.stored_cells(s, s.scalars(select(m.Slot.id)))
+    tables = ("mode_results", "library_results", "capture_results")
+    with store.engine.connect() as conn:
+        def keyed() -> dict[str, list[Any]]:
+            found = {t: [tuple(r) for r in conn.execute(text(f"SELECT * FROM {t} ORDER BY run_id, ord"))]
+                     for t in tables}
+            conn.commit()
+            return found
+
+        before = keyed()
+        assert all(before.values())
+        with conn.begin():
+            command.downgrade(alembic_config(conn), "0009")
+        for t in tables:  # row ids in (run, place) order, and the run's index back
+            rows = [tuple(r._mapping.values()) for r in conn.execute(text(f"SELECT * FROM {t} ORDER BY id"))]
+            assert [r[0] for r in rows] == list(range(1, len(rows) + 1))
+            assert [r[1:] for r in rows] == [(r[0], *r[2:]) for r in before[t]]
+            assert f"ix_{t}_run" in {i["name"] for i in inspect(conn).get_indexes(t)}
+        conn.commit()
+        with conn.begin():  # a row added by revision 0009's writer gets the next id
+            conn.execute(text(f"INSERT INTO mode_results (run_id, {_CHECK}, exit_code, duration_s, hung_at_exit, "
+                              f"stderr_tail) SELECT run_id, {_CHECK}, exit_code, duration_s, hung_at_exit, stderr_tail "
+                              f"FROM mode_results WHERE id = 1"))
+        assert conn.execute(text("SELECT max(id) FROM mode_results")).scalar() == len(before["mode_results"]) + 1
+        conn.commit()
+        with conn.begin():
+            conn.execute(text(f"DELETE FROM mode_results WHERE id = {len(before['mode_results']) + 1}"))
+            command.upgrade(alembic_config(conn), "head")
+        assert keyed() == before
+        assert conn.execute(text("SELECT count(*) FROM meta WHERE key = 'cells_stamp'")).scalar() == 0
+    assert summary.bring_current(store) == len(runs)  # the cells worked out again: the same as before
+    with store.session() as s:
+        assert summary.stored_cells(s, cells) == cells
 
 
 @pytest.mark.both_stores

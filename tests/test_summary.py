@@ -221,25 +221,26 @@ def test_a_store_without_cells_gets_them_from_the_next_command_that_writes(store
 
 def test_two_stores_in_one_process_never_share_worked_out_cells(tmp_path: Path) -> None:
     """Two stores with the same runs (the same reports as runs 1 and 2 of one environment,
-    the second disagreeing, so run 1's slot is worked out again when run 2 is written) whose
-    checks have other row ids: each store keeps cells that name its own checks.
-    (Failed first: the second store kept the first's check ids, from the process's cache of
-    worked-out cells, keyed by report and run ids alone, which the two stores share.)"""
+    the second disagreeing, so run 1's slot is worked out again when run 2 is written) under
+    other run ids: each store keeps the cells of its own runs.
+    (Failed first, when a check was named by its row id: the second store kept the first's
+    check ids, from the process's cache of worked-out cells, keyed by report and run ids
+    alone, which the two stores shared. A check is named by its place in its run now, the
+    same in both stores; the cache stays keyed by store.)"""
     first, second = Store(f"sqlite:///{tmp_path / 'a.db'}"), Store(f"sqlite:///{tmp_path / 'b.db'}")
-    with second.engine.connect() as conn:  # the second store's check ids start further on
-        conn.exec_driver_sql("PRAGMA foreign_keys=OFF")
-        conn.exec_driver_sql("INSERT INTO mode_results (id, run_id, backend, env, stub, outcome, duration_s, "
-                             "hung_at_exit, stderr_tail) "
-                             "VALUES (500, 999, 'cupti', 'clean', 0, 'ok', 0, 0, '')")
-        conn.commit()
+    with second.session() as s:  # the second store's run ids start further on
+        ingest(s, report_bytes(NAMES[0]), candidate="other", scope="catalog")
     one = variant(NAMES[3], "/venvs/x", "2026-12-03T00:00:00+00:00")
     two = variant(NAMES[3], "/venvs/x", "2026-12-03T01:00:00+00:00", flip="cupti")
+    runs = []
     for store in (first, second):
         with store.session() as s:
-            ingest(s, one, candidate="c1", scope="catalog")
+            a = ingest(s, one, candidate="c1", scope="catalog").run_id
         with store.session() as s:
-            ingest(s, two, candidate="c2", scope="catalog")
+            runs.append((a, ingest(s, two, candidate="c2", scope="catalog").run_id))
+    assert runs[0] != runs[1]
     for store in (first, second):
         assert_kept(store)
-    ids = [{c["live_id"] for cells in kept(store).values() for c in cells} - {None} for store in (first, second)]
-    assert ids[0] and ids[1] and min(ids[1]) > 500  # each store's own checks
+    # the same cells in both (the second's first slot is "other"), checks named by their places
+    cells = [[c for _, c in sorted(kept(store).items())] for store in (first, second)]
+    assert cells[0] == cells[1][1:] and any(c["live_id"] for slot in cells[0] for c in slot)

@@ -330,20 +330,21 @@ def _child_rows(run_id: int, report: Report, nul: bool = True) -> dict[Any, list
     ``nul``: the report holds NUL somewhere (else its values are taken as they are)."""
     shown = _text if nul else _same
     modes = []
-    for e in report.modes:
+    for i, e in enumerate(report.modes):
         data = shown(e.model_dump())
-        modes.append({"run_id": run_id, **{c: data[c] for c in _MODE_COLUMNS}, "message": data["message"]})
-    libraries = [{"run_id": run_id, "name": shown(lib.name), "backends": shown(lib.backends), "loads": lib.loads,
-                  "error": shown(lib.error), "versioned_only": lib.versioned_only, "fix": shown(lib.fix)}
-                 for lib in report.libraries]
+        modes.append({"run_id": run_id, "ord": i, **{c: data[c] for c in _MODE_COLUMNS}, "message": data["message"]})
+    libraries = [{"run_id": run_id, "ord": i, "name": shown(lib.name), "backends": shown(lib.backends),
+                  "loads": lib.loads, "error": shown(lib.error), "versioned_only": lib.versioned_only,
+                  "fix": shown(lib.fix)}
+                 for i, lib in enumerate(report.libraries)]
     captures = [{
-        "run_id": run_id, "backend": shown(c.backend), "mode": shown(c.mode), "outcome": c.outcome,
+        "run_id": run_id, "ord": i, "backend": shown(c.backend), "mode": shown(c.mode), "outcome": c.outcome,
         "exit_code": c.exit_code, "message": shown(c.message), "max_abs_err": c.max_abs_err, "loop_s": c.loop_s,
         "duration_s": c.duration_s, "kernel_count": c.kernel_count, "gpu_time_ns": c.gpu_time_ns,
         "top_kernel": shown(c.top_kernel), "top_kernel_time_ns": c.top_kernel_time_ns,
         "artifact_sha256": c.artifact.sha256 if c.artifact else None,
         "artifact_bytes": c.artifact.bytes if c.artifact else None,
-    } for c in report.captures]
+    } for i, c in enumerate(report.captures)]
     return {m.ModeRow: modes, m.LibraryRow: libraries, m.CaptureRow: captures}
 
 

@@ -62,7 +62,7 @@ def cell_history(s: Session, candidate: m.Candidate, backend: str, mode: str | N
             else:
                 row.update(outcome=v.outcome, verdict=v.verdict, verdict_source=v.source,
                            stub_outcome=v.stub_outcome, reason=errortext.normalise(v.reason), library=v.library)
-                own = next((r for r in run.modes if r.id == v.live_id), None)
+                own = next((r for r in run.modes if r.ord == v.live_id), None)
                 if own is not None and own.outcome_counts:
                     row["attempts"] = stability.counts_text(own.outcome_counts)
                 p = pooled.get(run.id, {}).get((backend, mode, "clean", False))

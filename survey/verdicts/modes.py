@@ -55,8 +55,8 @@ class ModeVerdict:
     stub_outcome: str | None = None
     rule: str | None = None
     message: str | None = None
-    live_id: int | None = None
-    stub_id: int | None = None
+    live_id: int | None = None  # the live check's place in its run's modes (db.models.ModeRow.ord)
+    stub_id: int | None = None  # the stub rerun's
     stub_rule: str | None = None
 
 
@@ -64,7 +64,7 @@ def mode_verdict(live: Any, stub: Any | None) -> ModeVerdict:
     """From a stored check (``db.models.ModeRow``) or a published one
     (``survey.verdicts.stability.PublishedRow``), and its stub rerun."""
     v = ModeVerdict(live.backend, live.mode, live.outcome, Acceptance.UNKNOWN, None, "", live.library,
-                    stub.outcome if stub else None, live.rule, live.message, live.id, stub.id if stub else None,
+                    stub.outcome if stub else None, live.rule, live.message, live.ord, stub.ord if stub else None,
                     stub.rule if stub else None)
     o = live.outcome
     if o == O.OK:

@@ -70,7 +70,7 @@ class PublishedRow:
     """A stored check as published: the run's own record, with the outcome and
     the counts of its environment's runs (``survey.verdicts.modes`` reads these)."""
 
-    id: int
+    ord: int  # the check's place in its run's report
     run_id: int
     backend: str
     mode: str | None
@@ -200,7 +200,7 @@ def published_rows(run: m.Run) -> list[PublishedRow]:
         outcome, counts, runs = r.outcome, r.outcome_counts, 1
         if p is not None and p.runs > 1:
             outcome, counts, runs = p.outcome, dict(p.counts), p.runs
-        out.append(PublishedRow(r.id, r.run_id, r.backend, r.mode, r.env, bool(r.stub), outcome, r.rule, r.library,
+        out.append(PublishedRow(r.ord, r.run_id, r.backend, r.mode, r.env, bool(r.stub), outcome, r.rule, r.library,
                                 r.signal, r.message, counts, runs, r.outcome))
     return out
 

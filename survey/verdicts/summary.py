@@ -47,7 +47,7 @@ from survey.verdicts import modes, stability
 from survey.verdicts.modes import Acceptance
 from survey.verdicts.verdict import Cause, Verdict
 
-RULES = "2"  # the derivation's version: change it with survey.verdicts.cells or .facts (or what they call)
+RULES = "3"  # the derivation's version: change it with survey.verdicts.cells or .facts (or what they call)
 STAMP = "cells_stamp"
 _CURRENT = queries.MEMO_PREFIX + "verdicts.summary.current"
 CHUNK = 500  # slots per statement
