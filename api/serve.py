@@ -37,7 +37,7 @@ from typing import Any
 
 from api.httpguard import DEFAULT, LIMITS_ATTR, GuardedH11Protocol, Limits
 from db.store import Store
-from survey.core import exitcodes
+from survey.core import collector, exitcodes
 from survey.core.errors import SurveyError, UsageProblem
 
 UNAVAILABLE = exitcodes.ENGINE_UNAVAILABLE  # 69, EX_UNAVAILABLE: something this needs is not available here
@@ -105,6 +105,7 @@ def serving_app(store: Store) -> Any:
     from api.app import create_app
 
     app = create_app(store)
+    collector.tune()  # a worker process starts without the CLI's main()
     gc.freeze()
     return app
 

@@ -131,6 +131,10 @@ def fill(url: str, n: int, single: int, batch: int) -> dict[str, Any]:
         importlib.import_module("survey.verdicts.summary")
     except ImportError:  # a checkout from before them
         pass
+    try:  # as the `survey` command runs (survey/core/collector.py)
+        importlib.import_module("survey.core.collector").tune()
+    except ImportError:  # a checkout from before it
+        pass
     tpls = templates()
     store = Store(url)
     single = min(single, n)

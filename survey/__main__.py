@@ -1,7 +1,10 @@
 import gc
 
+from survey.core import collector
+
 
 def main() -> None:
+    collector.tune()  # before the imports, which make objects by the hundred thousand
     from survey.cli import main as cli_main
 
     try:
