@@ -61,13 +61,13 @@ def dictionary(name: str) -> bytes:
     return data
 
 
-@functools.cache
 def _zstd_dictionary(name: str) -> zstandard.ZstdCompressionDict:
     return zstandard.ZstdCompressionDict(dictionary(name), dict_type=zstandard.DICT_TYPE_RAWCONTENT)
 
 
-# A zstd compressor or decompressor is for one thread at a time (the service compresses
-# and reads in several): each thread keeps its own, made once.
+# A zstd compressor or decompressor, and the dictionary object it prepares its tables in,
+# are for one thread at a time (the service compresses and reads in several): each thread
+# keeps its own, made once.
 _mine = threading.local()
 
 
