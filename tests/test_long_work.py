@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from survey.environments import probe
 from tests.conftest import processes_with, survey_cli
 from tests.envs import fake_triton
 
@@ -157,3 +158,45 @@ def test_a_killed_survey_leaves_no_probe_running(tmp_path: Path) -> None:
     finally:
         for pid in processes_with(str(hanging)):
             os.kill(int(pid), signal.SIGKILL)
+
+
+_CHECK = r"""
+import os, sys, time
+buf = bytearray(int(sys.argv[1]) * 2**20)  # touched: a process that takes a while to tear down
+for i in range(0, len(buf), 4096):
+    buf[i] = 1
+open(sys.argv[2], "a").write("up\n")
+time.sleep(3600)
+"""
+_PROBE = r"""
+import os, subprocess, sys, time
+for _ in range(int(sys.argv[1])):
+    subprocess.Popen([sys.executable, "-c", sys.argv[2], sys.argv[3], sys.argv[4]], start_new_session=True)
+time.sleep(3600)
+"""
+
+
+def test_stop_all_returns_once_the_checks_it_killed_are_gone(tmp_path: Path) -> None:
+    """What an interrupted `survey run` does to its probes: SIGKILL to each check, then return
+    once they are gone. The checks here hold 160 MB each, touched, which the kernel takes a
+    moment to tear down. (The flake hunt at 89721bd, seed 2935748649, saw the hung check of
+    test_ctrl_c_stops_the_survey_and_says_what_was_stored alive after `survey run` had exited;
+    this failed 4 times in 4 before stop_all waited.)"""
+    marker = tmp_path / "checks-up"
+    n, mb = 6, 200
+    env = {**os.environ, "STOP_ALL_TEST": str(marker)}
+    proc = subprocess.Popen([sys.executable, "-c", _PROBE, str(n), _CHECK, str(mb), str(marker)], env=env,
+                            start_new_session=True)
+    try:
+        while not marker.exists() or len(marker.read_text().splitlines()) < n:
+            assert proc.poll() is None
+            time.sleep(0.05)
+        with probe._running_lock:
+            probe._running.add(proc.pid)
+        probe.stop_all()
+        assert processes_with(str(marker)) == []
+    finally:
+        with probe._running_lock:
+            probe._running.discard(proc.pid)
+        proc.kill()
+        proc.wait()

@@ -87,22 +87,52 @@ _running_lock = threading.Lock()
 _running: set[int] = set()  # the process groups of the probes running now
 
 
+STOP_WAIT_S = 30.0  # the longest stop_all waits for what it killed to be gone
+
+
+def _alive(pid: int) -> bool:
+    """Is ``pid`` still running (a zombie is not: it only waits to be reaped)?"""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            return f.read().rsplit(b")", 1)[1].split()[0] not in (b"Z", b"X")
+    except FileNotFoundError:
+        return False
+    except OSError:  # no /proc here: the signal's answer
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return False
+        except OSError:
+            pass
+        return True
+
+
 def stop_all() -> None:
     """Kill every probe running now, with the checks it started (``survey run``
-    interrupted): their callers then see a killed probe."""
+    interrupted), and return once they are gone: their callers then see a killed probe,
+    and nothing of theirs outlives the command. (SIGKILL is delivered, not obeyed on the
+    spot: a loaded machine tears a process down when it next runs it.)"""
     with _running_lock:
         groups = list(_running)
+    killed = []
     for pgid in groups:
         for pid in lifeline.descendants(pgid):  # each check runs in a session of its own
+            killed.append(pid)
             for kill in (os.killpg, os.kill):
                 try:
                     kill(pid, signal.SIGKILL)
                 except OSError:
                     pass
+        killed.append(pgid)
         try:
             os.killpg(pgid, signal.SIGKILL)
         except OSError:
             pass
+    waited = threading.Event()
+    for _ in range(int(STOP_WAIT_S / 0.01)):
+        if not any(_alive(pid) for pid in killed):
+            break
+        waited.wait(0.01)
 
 
 def run_bundle(
