@@ -160,6 +160,45 @@ def test_a_killed_survey_leaves_no_probe_running(tmp_path: Path) -> None:
             os.kill(int(pid), signal.SIGKILL)
 
 
+def test_stop_all_leaves_no_check_that_its_probe_was_starting(tmp_path: Path) -> None:
+    """A probe starts checks while others run (its zygote forks them, each into a session of
+    its own): stop_all must not list what runs below a probe and then kill it, or a check
+    forked in between is left running, handed to init, outside every group it kills. (A
+    fast-tier run after dc1f61e saw a check alive once `survey run` had been interrupted, in
+    the thread variant of test_ctrl_c_stops_the_survey_and_says_what_was_stored.) Here the
+    probe forks a check after another, 400 in all, and stop_all comes while it forks; this
+    failed 4 times in 4 before stop_all stopped each process before listing what it started."""
+    marker = tmp_path / "forking"
+    env = {**os.environ, "STOP_ALL_TEST": str(marker)}
+    proc = subprocess.Popen([sys.executable, "-c", _FORKING, str(marker)], env=env, start_new_session=True)
+    try:
+        while not marker.exists():
+            assert proc.poll() is None
+            time.sleep(0.01)
+        with probe._running_lock:
+            probe._running.add(proc.pid)
+        probe.stop_all()
+        assert processes_with(str(marker)) == []
+    finally:
+        with probe._running_lock:
+            probe._running.discard(proc.pid)
+        proc.kill()
+        proc.wait()
+        for pid in processes_with(str(marker)):
+            os.kill(int(pid), signal.SIGKILL)
+
+
+_FORKING = r"""
+import os, sys, time
+for i in range(400):  # a check after another, each in a session of its own, none ending
+    if os.fork() == 0:
+        os.setsid()
+        time.sleep(3600)
+        os._exit(0)
+    if i == 20:
+        open(sys.argv[1], "w").write("forking\n")
+time.sleep(3600)
+"""
 _CHECK = r"""
 import os, sys, time
 buf = bytearray(int(sys.argv[1]) * 2**20)  # touched: a process that takes a while to tear down

@@ -90,49 +90,74 @@ _running: set[int] = set()  # the process groups of the probes running now
 STOP_WAIT_S = 30.0  # the longest stop_all waits for what it killed to be gone
 
 
-def _alive(pid: int) -> bool:
-    """Is ``pid`` still running (a zombie is not: it only waits to be reaped)?"""
+def _state(pid: int) -> bytes | None:
+    """The process's state letter (``R``, ``S``, ``T`` stopped, ``Z`` zombie, ...); None when
+    it is gone, or when there is no /proc to ask."""
     try:
         with open(f"/proc/{pid}/stat", "rb") as f:
-            return f.read().rsplit(b")", 1)[1].split()[0] not in (b"Z", b"X")
-    except FileNotFoundError:
+            return f.read().rsplit(b")", 1)[1].split()[0]
+    except OSError:
+        return None
+
+
+def _alive(pid: int) -> bool:
+    """Is ``pid`` still running (a zombie is not: it only waits to be reaped)?"""
+    if os.path.isdir("/proc"):
+        return _state(pid) not in (None, b"Z", b"X")
+    try:  # no /proc here: the signal's answer
+        os.kill(pid, 0)
+    except ProcessLookupError:
         return False
-    except OSError:  # no /proc here: the signal's answer
+    except OSError:
+        pass
+    return True
+
+
+def _signal(pid: int, sig: int) -> None:
+    """``sig`` to the process and to its group (a check leads a session of its own)."""
+    for send in (os.killpg, os.kill):
         try:
-            os.kill(pid, 0)
-        except ProcessLookupError:
-            return False
+            send(pid, sig)
         except OSError:
             pass
-        return True
+
+
+def _until(done: Callable[[], bool]) -> None:
+    waited = threading.Event()
+    for _ in range(int(STOP_WAIT_S / 0.01)):
+        if done():
+            return
+        waited.wait(0.01)
 
 
 def stop_all() -> None:
     """Kill every probe running now, with the checks it started (``survey run``
     interrupted), and return once they are gone: their callers then see a killed probe,
-    and nothing of theirs outlives the command. (SIGKILL is delivered, not obeyed on the
-    spot: a loaded machine tears a process down when it next runs it.)"""
+    and nothing of theirs outlives the command.
+
+    A probe starts checks while others run, each in a session of its own: listing what
+    runs below it and then killing it would miss a check forked in between, which init
+    then adopts, outside every group killed. So each process is stopped first (SIGSTOP),
+    and what runs below the stopped ones listed again until nothing new turns up; then
+    all of them are killed. (SIGSTOP and SIGKILL are delivered, not obeyed on the spot: a
+    loaded machine acts on them when it next runs the process, so each step waits for it.)"""
     with _running_lock:
         groups = list(_running)
-    killed = []
+    found: list[int] = []
     for pgid in groups:
-        for pid in lifeline.descendants(pgid):  # each check runs in a session of its own
-            killed.append(pid)
-            for kill in (os.killpg, os.kill):
-                try:
-                    kill(pid, signal.SIGKILL)
-                except OSError:
-                    pass
-        killed.append(pgid)
-        try:
-            os.killpg(pgid, signal.SIGKILL)
-        except OSError:
-            pass
-    waited = threading.Event()
-    for _ in range(int(STOP_WAIT_S / 0.01)):
-        if not any(_alive(pid) for pid in killed):
+        _signal(pgid, signal.SIGSTOP)
+        found.append(pgid)
+    while True:
+        _until(lambda: all(_state(pid) not in (b"R", b"S", b"D") for pid in found))  # stopped, or gone
+        new = [pid for pgid in groups for pid in lifeline.descendants(pgid) if pid not in found]
+        if not new:
             break
-        waited.wait(0.01)
+        for pid in new:
+            _signal(pid, signal.SIGSTOP)
+            found.append(pid)
+    for pid in found:
+        _signal(pid, signal.SIGKILL)
+    _until(lambda: not any(_alive(pid) for pid in found))
 
 
 def run_bundle(
