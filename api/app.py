@@ -48,6 +48,7 @@ from api.replay import Replay
 from api.storewatch import StoreWatch
 from db.store import Store
 from survey.evidence.report import MAX_REPORT_BYTES_ENV
+from survey.flows.group_commit import GroupCommit
 
 TOKEN_ENV = "SURVEY_TOKEN"
 MAX_UPLOAD_ENV = MAX_REPORT_BYTES_ENV
@@ -126,6 +127,7 @@ def create_app(store: Store, *, token: str | None = None, max_upload_bytes: int 
         store_timeout_s=store_timeout_s,
     )
     app.state.pool = pool
+    app.state.writer = GroupCommit(store, source="upload")  # uploads that arrive together go in together
     app.state.matrix_cache = cache
     errors.install(app)
     router = APIRouter()

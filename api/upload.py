@@ -21,8 +21,10 @@
   used: a report is stored once). A new one: 201 with the new run id
   (``Location: /runs/{id}``).
 
-``survey.evidence.ingest.ingest`` stores a report in one transaction, so nothing partial
-is ever stored.
+A report is stored whole or not at all, and answered once it is committed. Uploads
+that arrive while another is being written are stored together, in one transaction
+(``survey.flows.group_commit``); when that fails, each is stored again alone, so one
+report's failure is its own answer.
 """
 
 from __future__ import annotations
@@ -40,12 +42,12 @@ from api import formats, names
 from api.errors import ApiError
 from api.schemas import ErrorResponse, UploadResponse
 from db import widths
-from db.store import Store
 from probes import SCHEMA_VERSION
 from survey.environments import catalog as catalog_mod
 from survey.evidence.ingest import IngestResult, identify
 from survey.evidence.report import DEFAULT_MAX_REPORT_BYTES, MAX_INT
-from survey.flows.filing import file_report
+from survey.flows.filing import new_filing
+from survey.flows.group_commit import GroupCommit
 
 INT_MIN, INT_MAX = -MAX_INT, MAX_INT  # what every JSON reader holds exactly (survey.evidence.report.MAX_INT)
 
@@ -109,15 +111,15 @@ async def read_body(request: Request, limit: int, timeout: float) -> bytes:
     return b"".join(chunks)
 
 
-def store_report(store: Store, raw: bytes, candidate: str | None, label: str | None) -> IngestResult:
+def store_report(writer: GroupCommit, raw: bytes, candidate: str | None, label: str | None) -> IngestResult:
+    store = writer.store
     try:
         ident = identify(raw, exact=True)  # read once, before the store is touched
     except RecursionError:  # json.loads of arrays/objects nested past the interpreter's limit
         raise ApiError(422, "invalid_report", "not a probe report: JSON nested too deep to read")
-    with store.session() as s:
-        # the rules of `survey ingest`; a name given over HTTP is asked for, so it may be new
-        res = file_report(s, ident, candidate=candidate, label=label, new=True, catalog=catalog_mod.load(None),
-                          source="upload")
+    # the rules of `survey ingest`; a name given over HTTP is asked for, so it may be new
+    filing = new_filing(ident, candidate=candidate, label=label, catalog=catalog_mod.load(None))
+    res = writer.store_report(ident, filing)  # with the uploads that wait beside it, once committed
     if store.replaced():  # written into a file that is no longer the store's: not acknowledged
         raise ApiError(503, "store_replaced", "the store's file was replaced while this report was being stored; "
                        "it is not in the new file", hint="send it again")
@@ -160,7 +162,8 @@ async def upload(
     except UnicodeDecodeError as e:
         raise ApiError(422, "invalid_report", f"not UTF-8 text: {e}", field=None)
     pool = request.app.state.pool
-    res = await pool.run(store_report, request.app.state.store, raw, candidate, label, deadline_s=4 * pool.deadline_s)
+    res = await pool.run(store_report, request.app.state.writer, raw, candidate, label,
+                         deadline_s=4 * pool.deadline_s)
     url = f"/runs/{res.run_id}"
     body = {"run_id": res.run_id, "created": res.created, "candidate": res.candidate, "url": url,
             "note": note(res, candidate)}

@@ -25,13 +25,14 @@ from sqlalchemy.orm import Session
 from survey.core.errors import InputError, InvalidReport, UsageProblem
 from survey.environments.catalog import Catalog
 from survey.evidence import queries
-from survey.evidence.ingest import Identified, IngestResult, filing_of, identify, ingest, ingest_many
+from survey.evidence.ingest import Filing, Identified, IngestResult, filing_of, identify, ingest_many
 from survey.evidence.report import MAX_REPORT_BYTES_ENV
 
 
-def _filing_args(s: Session, candidate: str | None, label: str | None, new: bool,
+def _filing_args(s: Session | None, candidate: str | None, label: str | None, new: bool,
                  catalog: Catalog) -> dict[str, Any]:
-    """The candidate arguments of ``ingest`` for a report filed under ``candidate`` (the rules above)."""
+    """The candidate arguments of ``ingest`` for a report filed under ``candidate`` (the rules above);
+    ``s`` (None only with ``new``) is read to look a name up when it may not be new."""
     if candidate is not None:
         entry = catalog.get(candidate)
         if entry is not None:
@@ -41,7 +42,7 @@ def _filing_args(s: Session, candidate: str | None, label: str | None, new: bool
                                    hint="leave the label out, or file the report under a candidate of your own")
             return {"candidate": entry.name, "label": entry.display_label, "kind": entry.kind, "spec": entry.spec(),
                     "position": catalog.names().index(entry.name), "scope": "catalog"}
-        if not new and queries.find_candidate(s, candidate) is None:
+        if not new and s is not None and queries.find_candidate(s, candidate) is None:
             known = catalog.names() + [c.name for c in queries.candidates(s)]
             near = difflib.get_close_matches(candidate, known, n=1)
             guess = f"; did you mean {near[0]!r}?" if near else ""
@@ -50,16 +51,17 @@ def _filing_args(s: Session, candidate: str | None, label: str | None, new: bool
     return {"candidate": candidate, "label": label}
 
 
-def file_report(s: Session, raw: bytes | str | Identified, *, candidate: str | None, label: str | None, new: bool,
-                catalog: Catalog, source: str) -> IngestResult:
-    return ingest(s, raw, source=source, **_filing_args(s, candidate, label, new, catalog))
+def new_filing(ident: Identified, *, candidate: str | None, label: str | None, catalog: Catalog) -> Filing:
+    """Where an upload files a report (the rules above; a name given over HTTP is asked for, so
+    it may be new), worked out before the store is touched."""
+    return filing_of(ident, **_filing_args(None, candidate, label, True, catalog))
 
 
 def file_reports(s: Session, idents: list[Identified], *, candidate: str | None, label: str | None, new: bool,
                  catalog: Catalog, source: str,
                  on_batch: Callable[[list[IngestResult]], None] | None = None) -> list[IngestResult]:
-    """Many reports, read and identified already, filed as :func:`file_report` files one,
-    in batched transactions (``survey.evidence.ingest.ingest_many``)."""
+    """Many reports, read and identified already, filed by the rules above, in batched
+    transactions (``survey.evidence.ingest.ingest_many``)."""
     args = _filing_args(s, candidate, label, new, catalog)
     items = [(ident, filing_of(ident, **args)) for ident in idents]
     return ingest_many(s, items, source=source, on_batch=on_batch)
