@@ -44,7 +44,8 @@ sys.path.insert(0, str(ROOT))
 FIXTURES = ROOT / "tests" / "fixtures" / "reports"
 VERSIONS = ("3.6.0", "3.7.1", "3.8.0", "3.9.0")
 
-# The matrix rows of survey.verdicts.matrix, as one SQL query datasette can run.
+# The matrix rows of survey.verdicts.matrix, as one SQL query datasette can run (on the schema of
+# migration 0010: a run's checks keyed by their place, their messages kept once in ``texts``).
 MATRIX_SQL = """
 WITH latest AS (
   SELECT candidate_id, MAX(id) AS run_id FROM runs WHERE status = 'complete' GROUP BY candidate_id
@@ -62,7 +63,7 @@ SELECT c.name AS candidate, c.label, c.kind, 'measured' AS status, r.triton_vers
     WHEN m.outcome IN ('ok', 'unsupported_mode', 'unknown_backend') THEN 'live'
     WHEN m.outcome = 'library_missing' AND s.outcome IN ('ok', 'unsupported_mode') THEN 'stub'
   END AS verdict_source,
-  s.outcome AS stub_outcome, m.library, m.rule, m.message,
+  s.outcome AS stub_outcome, m.library, m.rule, mt.body AS message,
   cap.outcome AS capture_outcome, cap.kernel_count AS capture_kernel_count, cap.gpu_time_ns AS capture_gpu_time_ns,
   r.id AS run_id, r.finished_at AS date, r.image_digest, '/runs/' || r.id AS evidence
 FROM latest l
@@ -72,7 +73,8 @@ JOIN mode_results m ON m.run_id = r.id AND m.env = 'clean' AND m.stub = 0
 LEFT JOIN mode_results s ON s.run_id = r.id AND s.env = 'clean' AND s.stub = 1
   AND s.backend = m.backend AND s.mode IS m.mode
 LEFT JOIN capture_results cap ON cap.run_id = r.id AND cap.backend = m.backend AND cap.mode IS m.mode
-ORDER BY c.position, c.id, m.id
+LEFT JOIN texts mt ON mt.id = m.message_id
+ORDER BY c.position, c.id, m.ord
 LIMIT :limit
 """
 
