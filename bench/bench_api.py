@@ -51,7 +51,7 @@ WITH latest AS (
   SELECT candidate_id, MAX(id) AS run_id FROM runs WHERE status = 'complete' GROUP BY candidate_id
 )
 SELECT c.name AS candidate, c.label, c.kind, 'measured' AS status, r.triton_version,
-  m.backend, COALESCE(m.mode, 'default') AS mode, m.mode AS mode_arg, m.outcome,
+  m.backend, COALESCE(m.mode, 'none') AS mode, m.mode AS mode_arg, m.outcome,
   CASE
     WHEN m.outcome = 'ok' THEN 'accepted'
     WHEN m.outcome = 'unsupported_mode' THEN 'refused'
