@@ -9,6 +9,7 @@ import sqlite3
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -169,10 +170,16 @@ def test_stop_all_leaves_no_check_that_its_probe_was_starting(tmp_path: Path) ->
     probe forks a check after another, 400 in all, and stop_all comes while it forks; this
     failed 4 times in 4 before stop_all stopped each process before listing what it started."""
     marker = tmp_path / "forking"
+    stop_all_once(marker, [_FORKING, str(marker)], marker.exists)
+
+
+def stop_all_once(marker: Path, args: list[str], up: Callable[[], bool]) -> None:
+    """``python -c ARGS`` as a probe (its environment names ``marker``), and stop_all once
+    ``up()``: then nothing naming the marker runs."""
     env = {**os.environ, "STOP_ALL_TEST": str(marker)}
-    proc = subprocess.Popen([sys.executable, "-c", _FORKING, str(marker)], env=env, start_new_session=True)
+    proc = subprocess.Popen([sys.executable, "-c", *args], env=env, start_new_session=True)
     try:
-        while not marker.exists():
+        while not up():
             assert proc.poll() is None
             time.sleep(0.01)
         with probe._running_lock:
@@ -223,19 +230,5 @@ def test_stop_all_returns_once_the_checks_it_killed_are_gone(tmp_path: Path) -> 
     this failed 4 times in 4 before stop_all waited.)"""
     marker = tmp_path / "checks-up"
     n, mb = 6, 200
-    env = {**os.environ, "STOP_ALL_TEST": str(marker)}
-    proc = subprocess.Popen([sys.executable, "-c", _PROBE, str(n), _CHECK, str(mb), str(marker)], env=env,
-                            start_new_session=True)
-    try:
-        while not marker.exists() or len(marker.read_text().splitlines()) < n:
-            assert proc.poll() is None
-            time.sleep(0.05)
-        with probe._running_lock:
-            probe._running.add(proc.pid)
-        probe.stop_all()
-        assert processes_with(str(marker)) == []
-    finally:
-        with probe._running_lock:
-            probe._running.discard(proc.pid)
-        proc.kill()
-        proc.wait()
+    stop_all_once(marker, [_PROBE, str(n), _CHECK, str(mb), str(marker)],
+                  lambda: marker.exists() and len(marker.read_text().splitlines()) >= n)

@@ -42,12 +42,14 @@ def _filing_args(s: Session | None, candidate: str | None, label: str | None, ne
                                    hint="leave the label out, or file the report under a candidate of your own")
             return {"candidate": entry.name, "label": entry.display_label, "kind": entry.kind, "spec": entry.spec(),
                     "position": catalog.names().index(entry.name), "scope": "catalog"}
-        if not new and s is not None and queries.find_candidate(s, candidate) is None:
-            known = catalog.names() + [c.name for c in queries.candidates(s)]
-            near = difflib.get_close_matches(candidate, known, n=1)
-            guess = f"; did you mean {near[0]!r}?" if near else ""
-            raise UsageProblem(f"no candidate {candidate!r} in the catalog or the store{guess}", field="candidate",
-                               hint="to file it under a new candidate of that name, add --new")
+        if not new:
+            assert s is not None, "a name that may not be new is looked up in the store"
+            if queries.find_candidate(s, candidate) is None:
+                known = catalog.names() + [c.name for c in queries.candidates(s)]
+                near = difflib.get_close_matches(candidate, known, n=1)
+                guess = f"; did you mean {near[0]!r}?" if near else ""
+                raise UsageProblem(f"no candidate {candidate!r} in the catalog or the store{guess}",
+                                   field="candidate", hint="to file it under a new candidate of that name, add --new")
     return {"candidate": candidate, "label": label}
 
 
