@@ -92,6 +92,14 @@ def test_error_text_is_normalised() -> None:
     b = a.replace("0x7f3a9c2b1d90", "0x7f00deadbeef").replace("10.1.2.3", "192.168.7.9").replace("4242", "77") \
         .replace("abc123", "zz9").replace("port=9", "port=19")
     assert errortext.normalise(a) == errortext.normalise(b) != a
+    # worked out once per text among the last few: the same answer whether kept or not, and
+    # neither a long text nor more texts than the memo holds are kept
+    long = a + " x" * errortext.MEMO_CHARS
+    texts = [f"{a} {i}" for i in range(errortext.MEMO_TEXTS + 10)] + [long, a]
+    first = [errortext.normalise(t) for t in texts]
+    assert first == [errortext.normalise(t) for t in texts] == [errortext._normalise(t) for t in texts]
+    assert errortext._memo.cache_info().currsize <= errortext.MEMO_TEXTS
+    assert errortext.normalise(long).endswith(" x x") and errortext.normalise(None) == ""
     assert errortext.cause(a, {"index_url": "https://download.pytorch.org/whl/nightly/rocm7.0"}) == \
         "the PyTorch package index (download.pytorch.org) cannot be reached from this host"
     assert errortext.cause("fatal: unable to access 'https://github.com/triton-lang/triton.git/': Could not "

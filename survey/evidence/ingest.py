@@ -37,8 +37,8 @@ from sqlalchemy import cast as sql_cast
 from sqlalchemy.exc import IntegrityError, OperationalError
 from sqlalchemy.orm import Session
 
+from db import bulk, widths
 from db import models as m
-from db import widths
 from probes import records
 from survey.core import clock, credentials, errortext, names
 from survey.core.errors import InvalidReport
@@ -367,8 +367,7 @@ def _store_children(s: Session, written: list[tuple[m.Run, Identified]]) -> None
             for name, column in _TEXT_COLUMNS[model].items():
                 text_ = row.pop(name)
                 row[column] = ids[text_] if text_ is not None else None
-        if rows:
-            conn.execute(insert(m.Base.metadata.tables[model.__tablename__]), rows)
+        bulk.insert_rows(conn, m.Base.metadata.tables[model.__tablename__], rows)
 
 
 def intern_texts(conn: Connection, texts: set[str]) -> dict[str, int]:

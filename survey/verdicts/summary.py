@@ -36,6 +36,7 @@ from typing import Any
 from sqlalchemy import delete, event, exists, insert, select, tuple_, update
 from sqlalchemy.orm import Session, selectinload
 
+from db import bulk
 from db import models as m
 from db.store import Store
 from probes import outcomes as O
@@ -130,8 +131,7 @@ def refresh(s: Session, slot_ids: list[int]) -> dict[int, tuple[int, list[dict[s
         worked = cells_mod.run_cells(s, list(runs.values()))
         rows = [_row(sid, rid, i, c) for sid, rid in slot_runs.items() for i, c in enumerate(worked[rid])]
         conn = s.connection()
-        if rows:  # Core: one executemany (the ORM's bulk insert splits rows by which values are None)
-            conn.execute(insert(m.Base.metadata.tables["cells"]), rows)
+        bulk.insert_rows(conn, m.Base.metadata.tables["cells"], rows)  # one executemany
         if slot_runs:
             facts = run_facts(s, runs, worked)
             conn.execute(insert(m.Base.metadata.tables["slot_facts"]), [
@@ -161,15 +161,17 @@ def stored_facts(s: Session, slot_ids: Iterable[int]) -> dict[int, facts_mod.Fac
     return out
 
 
-def _plain(value: Any) -> Any:
-    return str(value) if isinstance(value, Verdict | Cause | Acceptance) else value
+_ENUMS = ("verdict", "here", "cause")  # the keys whose values are enums (stored_cells reads them back)
 
 
 def _row(slot_id: int, run_id: int, ord_: int, cell: dict[str, Any]) -> dict[str, Any]:
-    """A cell as the ``cells`` table keeps it: its ``reason`` (the verdict's reason,
-    normalised) is NULL where normalising left the verdict's reason as it was, which
-    is nearly always: a text is not stored twice in one row."""
-    row = {"slot_id": slot_id, "run_id": run_id, "ord": ord_, **{k: _plain(cell[k]) for k in cells_mod.ALL_KEYS}}
+    """A cell as the ``cells`` table keeps it: its enums as their text, and its ``reason``
+    (the verdict's reason, normalised) NULL where normalising left the verdict's reason as
+    it was, which is nearly always: a text is not stored twice in one row."""
+    row = {"slot_id": slot_id, "run_id": run_id, "ord": ord_, **{k: cell[k] for k in cells_mod.ALL_KEYS}}
+    for k in _ENUMS:
+        if row[k] is not None:
+            row[k] = str(row[k])
     if row["reason"] == row["verdict_reason"]:
         row["reason"] = None
     return row
