@@ -16,6 +16,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from sqlalchemy import Connection, Table
+from sqlalchemy.sql.schema import ScalarElementColumnDefault
 
 from db import models
 
@@ -47,7 +48,7 @@ def _defaults(table: Table, names: Sequence[str]) -> dict[str, Any]:
     for col in table.c:
         if col.name in names or col.default is None:
             continue
-        if not getattr(col.default, "is_scalar", False):
+        if not isinstance(col.default, ScalarElementColumnDefault):
             raise ValueError(f"db.bulk: give {table.name}.{col.name} in every row (its default is not a constant)")
         out[col.name] = col.default.arg
     return out
