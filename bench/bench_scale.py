@@ -11,9 +11,10 @@ host's). Then, on that store:
 
 - ingest rate: the first ``--single`` reports one transaction each
   (``survey.evidence.ingest.ingest``), the rest in batches (``ingest_many``: parse ->
-  identify -> write, one matrix-version move per batch); timed from each report's
-  bytes, as ``survey ingest`` reads them from its files: the generator's own time
-  (about 0.5 ms a report) is not counted;
+  identify -> write, one matrix-version move per batch); the batches timed from their
+  files, each batch a directory read as ``survey ingest DIR`` reads one
+  (``survey.flows.filing.read_reports``: in a process per core, from 400 reports): the
+  generator's own time (about 0.5 ms a report) and the files' writing are not counted;
 - ``survey serve``: the first ``/matrix.json`` page after the start (cold), the
   first filtered pages (``backend=``, ``platform=``, ``candidate=``), one upload,
   then the first page and a filtered one again (the cache is void: a new version);
@@ -157,14 +158,27 @@ def fill(url: str, n: int, single: int, batch: int) -> dict[str, Any]:
         return {"single_reports": n, "single_per_s": round(n / (single_s + time.perf_counter() - t0), 1),
                 "bulk_reports": 0, "bulk_per_s": None, "fill_s": round(single_s + time.perf_counter() - t0, 1)}
     Filing, identify, ingest_many = ingest_mod.Filing, ingest_mod.identify, ingest_mod.ingest_many
+    try:  # as `survey ingest DIR` reads a directory of reports (in processes of their own, where it does)
+        read_reports = importlib.import_module("survey.flows.filing").read_reports
+    except (ImportError, AttributeError):
+        read_reports = None
     bulk_s = 0.0
     done = single
-    with store.session() as s:
+    with store.session() as s, tempfile.TemporaryDirectory(prefix="bench-scale-") as tmp:
+        folder = Path(tmp)
         while done < n:
             made = [(i, *variant(tpls, i, n)) for i in range(done, min(n, done + batch))]
-            t0 = time.perf_counter()  # from the reports' bytes, as `survey ingest` reads them from files
-            items = [(identify(raw, exact=True), Filing(name, name, position=i % max(1, n // 10), scope="catalog"))
-                     for i, name, raw in made]
+            for old in folder.iterdir():
+                old.unlink()
+            for i, _name, raw in made:
+                (folder / f"{i:07d}.json").write_bytes(raw)
+            t0 = time.perf_counter()  # from the files, as `survey ingest DIR` reads them
+            if read_reports is not None:
+                idents = read_reports([folder], 1 << 24)[1]
+            else:
+                idents = [identify((folder / f"{i:07d}.json").read_bytes(), exact=True) for i, _name, _raw in made]
+            items = [(ident, Filing(name, name, position=i % max(1, n // 10), scope="catalog"))
+                     for ident, (i, name, _raw) in zip(idents, made, strict=True)]
             ingest_many(s, items, batch=batch)
             bulk_s += time.perf_counter() - t0
             done += len(items)

@@ -340,3 +340,24 @@ def test_ingest_of_a_directory_reads_every_report_first_then_stores_them_in_one_
     broken = survey_cli("ingest", str(reports), "--db", db)
     assert broken.returncode == exitcodes.INPUT, broken
     assert "zz-broken.json" in broken.stderr and "nothing was stored" in broken.stderr
+
+
+def test_many_reports_are_identified_in_a_pool_as_one_process_identifies_them(tmp_path: Path) -> None:
+    from survey.flows.filing import read_reports
+
+    limit = 1_000_000
+
+    reports = tmp_path / "reports"
+    reports.mkdir()
+    for i, v in enumerate(("3.6.0", "3.7.1", "3.8.0", "3.9.0") * 3):
+        (reports / f"{i:02d}.json").write_bytes(report_bytes(f"cpu-triton-{v}.json"))
+    alone = read_reports([reports], limit, processes=1)
+    pooled = read_reports([reports], limit, processes=2, pool_from=1)
+    assert pooled == alone and len(alone[1]) == 12  # the same files, and the same values of each
+    # a file that is not a report: the first in order is named, whichever process read it
+    (reports / "05.json").write_text("{")
+    (reports / "09.json").write_bytes(b"x" * (limit + 1))
+    for processes, pool_from in ((1, 400), (2, 1)):
+        with pytest.raises(InvalidReport) as e:
+            read_reports([reports], limit, processes=processes, pool_from=pool_from)
+        assert str(e.value).startswith(f"{reports / '05.json'}: not JSON") and e.value.hint == "nothing was stored"

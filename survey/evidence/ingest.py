@@ -92,26 +92,52 @@ def validate(raw: bytes | str) -> tuple[Report, dict[str, Any], str]:
 @dataclass(frozen=True)
 class Identified:
     """A report read and identified, before anything is written (ingest is parse ->
-    identify -> write): the model, its canonical JSON (exactly the text that was
-    validated and hashed) in its stored, compressed form, that hash, and the environment
-    and platform it files under (``survey/evidence/identity.py``: derived from the report
-    alone). Compressed here, so that a writer does it before it takes the store's write
-    lock, and many reports read before a bulk write hold a twentieth of their text."""
+    identify -> write): its canonical JSON (exactly the text that was validated and
+    hashed) in its stored, compressed form, that hash, the environment and platform it
+    files under (``survey/evidence/identity.py``: derived from the report alone), and
+    what the write takes from it, as plain values: the run's columns, its normalised
+    rows, what it measured. Worked out here, so that a writer does it before it takes the
+    store's write lock, many reports read before a bulk write hold a twentieth of their
+    text, and a report identified in another process comes back cheaply (no model to
+    rebuild: a writer needs none)."""
 
-    report: Report
     body: bytes  # db.models.compress of the canonical JSON
     digest: str
     environment: identity.EnvironmentId
     platform: identity.PlatformId
     nul: bool  # the report holds NUL somewhere (JSON writes it \u0000)
+    run: dict[str, Any]  # the run's columns that come from the report (_run_columns)
+    children: dict[str, list[dict[str, Any]]]  # table -> its rows, without run_id (_child_rows)
+    measured: dict[str, str | None]  # distribution (normalised name) -> the version the report measured
+    default_name: str  # the candidate it files under when none is named (default_candidate_name)
+    has_origin: bool  # the report names how it was obtained (a launcher's reports must)
+    probe_version: str  # as the report says (the run's column keeps its first PROBE_VERSION characters)
+    triton: tuple[str | None, str | None]  # (distribution, version)
 
 
 def identify(raw: bytes | str, *, exact: bool = False) -> Identified:
     """Parse, validate and identify one report (:class:`InvalidReport` when it is not one).
     ``exact``: held to its JSON Schema's types exactly, as uploads and ``survey ingest`` are."""
     report, _data, text = _parsed(raw, exact)
-    return Identified(report, m.compress_bytes(text), hashlib.sha256(text).hexdigest(),
-                      identity.environment_of(report), identity.platform_of(report), b"\\u0000" in text)
+    nul = b"\\u0000" in text
+    env = report.environment
+    return Identified(
+        m.compress_bytes(text), hashlib.sha256(text).hexdigest(), identity.environment_of(report),
+        identity.platform_of(report), nul, _run_columns(report), _child_rows(report, nul),
+        {d.name.lower().replace("_", "-"): d.version for d in env.distributions}, default_candidate_name(report),
+        report.origin is not None, report.probe.version, (env.triton.distribution, env.triton.version))
+
+
+def _run_columns(report: Report) -> dict[str, Any]:
+    env = report.environment
+    return {
+        "started_at": _parse_time(report.probe.started_at),
+        "finished_at": _parse_time(report.probe.finished_at),  # None: the write's time
+        "host": names.derived(env.platform.hostname, widths.HOST) if env.platform.hostname else None,
+        "probe_version": report.probe.version[:widths.PROBE_VERSION], "schema_version": report.schema_version,
+        "triton_version": (env.triton.version or None) and env.triton.version[:widths.TRITON_VERSION],
+        "profilers": report.registry.profilers, "cli_backends": report.registry.cli_backends,
+    }
 
 
 def default_candidate_name(report: Report) -> str:
@@ -147,9 +173,9 @@ def _pinned(spec: dict[str, Any] | None) -> dict[str, str]:
     return out
 
 
-def check_matches_candidate(cand: m.Candidate, report: Report) -> None:
+def check_matches_candidate(cand: m.Candidate, ident: Identified) -> None:
     """A report filed under a catalog candidate must have measured what it pins."""
-    have = {d.name.lower().replace("_", "-"): d.version for d in report.environment.distributions}
+    have = ident.measured
     for name, version in _pinned(cand.spec).items():
         if name in have and have[name] != version:
             raise InvalidReport(
@@ -216,11 +242,10 @@ def environment_row(s: Session, ident: Identified) -> m.Environment:
 
 def _new_environment(ident: Identified) -> m.Environment:
     env = ident.environment
-    triton = ident.report.environment.triton
     digest = env.doc.get("digest") or env.doc.get("image_id") if env.kind == "image" else None
     return m.Environment(
         identity=env.identity, kind=env.kind, label=env.label[:widths.LABEL], resolved=env.doc,
-        image_digest=digest, triton_distribution=triton.distribution, triton_version=triton.version,
+        image_digest=digest, triton_distribution=ident.triton[0], triton_version=ident.triton[1],
         created_at=clock.now(),
     )
 
@@ -304,8 +329,8 @@ def bump_matrix_version(s: Session) -> None:
 _MODE_COLUMNS = [c for c in records.fields("mode_result") if c in m.ModeRow.__table__.c]
 # Columns that hold a text's id in ``texts`` (db.models.StoredText): the row is built with
 # the text under the name it is read by, and the writer swaps in the id.
-_TEXT_COLUMNS = {m.ModeRow: {"message": "message_id"}, m.LibraryRow: {"error": "error_id", "fix": "fix_id"},
-                 m.CaptureRow: {}}
+_TEXT_COLUMNS = {m.ModeRow.__tablename__: {"message": "message_id"},
+                 m.LibraryRow.__tablename__: {"error": "error_id", "fix": "fix_id"}, m.CaptureRow.__tablename__: {}}
 
 
 def _text(value: Any) -> Any:
@@ -325,27 +350,29 @@ def _same(value: Any) -> Any:
     return value
 
 
-def _child_rows(run_id: int, report: Report, nul: bool = True) -> dict[Any, list[dict[str, Any]]]:
-    """The normalised rows of one report, as plain values for one ``INSERT`` per table.
-    ``nul``: the report holds NUL somewhere (else its values are taken as they are)."""
+def _child_rows(report: Report, nul: bool = True) -> dict[str, list[dict[str, Any]]]:
+    """The normalised rows of one report, by table, as plain values for one ``INSERT``
+    per table (the run's id is added when it has one). ``nul``: the report holds NUL
+    somewhere (else its values are taken as they are)."""
     shown = _text if nul else _same
     modes = []
     for i, e in enumerate(report.modes):
         data = shown(e.model_dump())
-        modes.append({"run_id": run_id, "ord": i, **{c: data[c] for c in _MODE_COLUMNS}, "message": data["message"]})
-    libraries = [{"run_id": run_id, "ord": i, "name": shown(lib.name), "backends": shown(lib.backends),
+        modes.append({"ord": i, **{c: data[c] for c in _MODE_COLUMNS}, "message": data["message"]})
+    libraries = [{"ord": i, "name": shown(lib.name), "backends": shown(lib.backends),
                   "loads": lib.loads, "error": shown(lib.error), "versioned_only": lib.versioned_only,
                   "fix": shown(lib.fix)}
                  for i, lib in enumerate(report.libraries)]
     captures = [{
-        "run_id": run_id, "ord": i, "backend": shown(c.backend), "mode": shown(c.mode), "outcome": c.outcome,
+        "ord": i, "backend": shown(c.backend), "mode": shown(c.mode), "outcome": c.outcome,
         "exit_code": c.exit_code, "message": shown(c.message), "max_abs_err": c.max_abs_err, "loop_s": c.loop_s,
         "duration_s": c.duration_s, "kernel_count": c.kernel_count, "gpu_time_ns": c.gpu_time_ns,
         "top_kernel": shown(c.top_kernel), "top_kernel_time_ns": c.top_kernel_time_ns,
         "artifact_sha256": c.artifact.sha256 if c.artifact else None,
         "artifact_bytes": c.artifact.bytes if c.artifact else None,
     } for i, c in enumerate(report.captures)]
-    return {m.ModeRow: modes, m.LibraryRow: libraries, m.CaptureRow: captures}
+    return {m.ModeRow.__tablename__: modes, m.LibraryRow.__tablename__: libraries,
+            m.CaptureRow.__tablename__: captures}
 
 
 def _store_children(s: Session, written: list[tuple[m.Run, Identified]]) -> None:
@@ -355,19 +382,18 @@ def _store_children(s: Session, written: list[tuple[m.Run, Identified]]) -> None
     conn = s.connection()  # Core executemany: the ORM's bulk path splits rows by which JSON values are null
     conn.execute(insert(m.Base.metadata.tables["reports"]), [{"run_id": run.id, "body": ident.body}
                                                               for run, ident in written])
-    tables: dict[Any, list[dict[str, Any]]] = {m.ModeRow: [], m.LibraryRow: [], m.CaptureRow: []}
+    tables: dict[str, list[dict[str, Any]]] = {name: [] for name in _TEXT_COLUMNS}
     for run, ident in written:
-        # a report without NUL has none to show as U+2400
-        for model, rows in _child_rows(run.id, ident.report, ident.nul).items():
-            tables[model] += rows
-    ids = intern_texts(conn, {row[name] for model, rows in tables.items() for name in _TEXT_COLUMNS[model]
+        for name, rows in ident.children.items():
+            tables[name] += [{"run_id": run.id, **row} for row in rows]  # a copy: ident stays as it was
+    ids = intern_texts(conn, {row[name] for table, rows in tables.items() for name in _TEXT_COLUMNS[table]
                               for row in rows if row[name] is not None})
-    for model, rows in tables.items():
+    for table, rows in tables.items():
         for row in rows:
-            for name, column in _TEXT_COLUMNS[model].items():
+            for name, column in _TEXT_COLUMNS[table].items():
                 text_ = row.pop(name)
                 row[column] = ids[text_] if text_ is not None else None
-        bulk.insert_rows(conn, m.Base.metadata.tables[model.__tablename__], rows)
+        bulk.insert_rows(conn, m.Base.metadata.tables[table], rows)
 
 
 def intern_texts(conn: Connection, texts: set[str]) -> dict[str, int]:
@@ -425,7 +451,7 @@ def ingest(
     under the write lock, so two surveys at once store one run). ``raw``: the report, or
     the report read and identified already (:func:`identify`)."""
     ident = raw if isinstance(raw, Identified) else identify(raw)
-    if resolved is not None and ident.report.origin is None:
+    if resolved is not None and not ident.has_origin:
         raise InvalidReport("a report from a launcher must carry its origin", field="origin")
     filing = filing_of(ident, candidate=candidate, label=label, kind=kind, spec=spec, position=position, scope=scope)
     name = filing.name
@@ -437,7 +463,7 @@ def ingest(
                 s.rollback()
                 return existing
             if unless_unchanged:
-                prior = find_unchanged(s, name, ident.environment.identity, ident.report.probe.version,
+                prior = find_unchanged(s, name, ident.environment.identity, ident.probe_version,
                                        ident.platform.key)
                 if prior is not None:
                     s.rollback()
@@ -480,7 +506,7 @@ def filing_of(ident: Identified, *, candidate: str | None = None, label: str | N
               scope: str | None = None) -> Filing:
     """The filing of one report: under ``candidate`` (a valid name), else under a name
     derived from its origin (:func:`default_candidate_name`)."""
-    name = check_name(candidate) if candidate else default_candidate_name(ident.report)
+    name = check_name(candidate) if candidate else ident.default_name
     check_label(label)
     return Filing(name, label, kind, spec, position, scope)
 
@@ -499,32 +525,23 @@ def _new_run(s: Session, ident: Identified, filing: Filing, source: str, rows: d
     """The run row of one identified report, added to the session (its id comes with the
     next flush). ``rows``: candidate, environment and platform rows already found in this
     transaction, by key (a batch finds each once)."""
-    report = ident.report
     cand = rows.get(("c", filing.name))
     if cand is None:
         cand = rows[("c", filing.name)] = upsert_candidate(
             s, filing.name, label=filing.label, kind=filing.kind, spec=filing.spec, position=filing.position,
             update_kind=filing.spec is not None, scope=filing.scope)
         s.flush()
-    check_matches_candidate(cand, report)
+    check_matches_candidate(cand, ident)
     envrow = rows.get(("e", ident.environment.identity))
     if envrow is None:
         envrow = rows[("e", ident.environment.identity)] = environment_row(s, ident)
     prow = rows.get(("p", ident.platform.key))
     if prow is None:
         prow = rows[("p", ident.platform.key)] = platform_row(s, ident.platform)
-    env = report.environment
     run = m.Run(
         candidate_id=cand.id, environment_id=envrow.id, platform_id=prow.id, platform_detail=ident.platform.detail,
-        status="complete", source=source,
-        started_at=_parse_time(report.probe.started_at),
-        finished_at=_parse_time(report.probe.finished_at) or clock.now(),
-        host=names.derived(env.platform.hostname, widths.HOST) if env.platform.hostname else None,
-        probe_version=report.probe.version[:widths.PROBE_VERSION], schema_version=report.schema_version,
-        report_hash=ident.digest,
-        triton_version=(env.triton.version or None) and env.triton.version[:widths.TRITON_VERSION],
-        image_digest=envrow.image_digest, profilers=report.registry.profilers,
-        cli_backends=report.registry.cli_backends,
+        status="complete", source=source, report_hash=ident.digest, image_digest=envrow.image_digest,
+        **{**ident.run, "finished_at": ident.run["finished_at"] or clock.now()},
     )
     s.add(run)
     return run

@@ -16,7 +16,12 @@ The rules that keep a published row the catalog's:
 from __future__ import annotations
 
 import difflib
+import multiprocessing
+import os
+import signal
 from collections.abc import Callable
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -69,9 +74,18 @@ def file_reports(s: Session, idents: list[Identified], *, candidate: str | None,
     return ingest_many(s, items, source=source, on_batch=on_batch)
 
 
-def read_reports(reports: list[Path], limit: int) -> tuple[list[Path], list[Identified]]:
+# reports: fewer are identified in this process; more in processes of their own, one per core,
+# forked from a server process started for them (never from this one, which may hold threads)
+POOL_FROM = 400
+
+
+def read_reports(reports: list[Path], limit: int, processes: int | None = None,
+                 pool_from: int = POOL_FROM) -> tuple[list[Path], list[Identified]]:
     """Every report named (a directory: its ``*.json`` files), each read (at most ``limit``
-    bytes), checked and identified before anything is stored: the files, and what each is."""
+    bytes), checked and identified before anything is stored: the files, and what each is.
+    ``pool_from`` reports or more are identified by ``processes`` processes (default:
+    one per core); the first file in order that is not a report is named, as when one
+    process reads them all."""
     paths: list[Path] = []
     for path in reports:
         if path.is_dir():
@@ -81,18 +95,56 @@ def read_reports(reports: list[Path], limit: int) -> tuple[list[Path], list[Iden
             paths += found
         else:
             paths.append(path)
-    idents = []
-    for path in paths:
+    processes = processes or os.cpu_count() or 1
+    if processes < 2 or len(paths) < pool_from:
+        return paths, [_raise(read_one(str(p), limit)) for p in paths]
+    context = multiprocessing.get_context("forkserver" if "forkserver" in multiprocessing.get_all_start_methods()
+                                          else "spawn")
+    if context.get_start_method() == "forkserver":
+        context.set_forkserver_preload([__name__])  # what a pool process runs, imported once
+    with ProcessPoolExecutor(processes, mp_context=context, initializer=_worker_start) as pool:
         try:
-            with path.open("rb") as f:
-                raw = f.read(limit + 1)
-        except OSError as e:
-            raise InputError(f"{path}: {e.strerror}")
-        if len(raw) > limit:
-            raise InvalidReport(f"{path}: a report may be at most {limit} bytes", field="body",
-                                hint=f"nothing was stored; the limit is {MAX_REPORT_BYTES_ENV}, as for uploads")
-        try:
-            idents.append(identify(raw, exact=True))
-        except InputError as e:
-            raise type(e)(f"{path}: {e.message}", field=e.field, hint="nothing was stored")
-    return paths, idents
+            return paths, [_raise(res) for res in pool.map(read_one, map(str, paths), [limit] * len(paths),
+                                                            chunksize=16)]
+        except BaseException:
+            pool.shutdown(wait=True, cancel_futures=True)
+            raise
+
+
+@dataclass(frozen=True)
+class Unread:
+    """Why a file is not a report: what :func:`read_reports` raises, as plain values a
+    process of the pool can send back (an exception's own fields would not survive it)."""
+
+    kind: str  # "input" (InputError) | "invalid" (InvalidReport)
+    message: str
+    field: str | None = None
+    hint: str | None = None
+
+
+def read_one(path: str, limit: int) -> Identified | Unread:
+    """One file read (at most ``limit`` bytes) and identified, or why it is not a report."""
+    try:
+        with open(path, "rb") as f:
+            raw = f.read(limit + 1)
+    except OSError as e:
+        return Unread("input", f"{path}: {e.strerror}")
+    if len(raw) > limit:
+        return Unread("invalid", f"{path}: a report may be at most {limit} bytes", "body",
+                      f"nothing was stored; the limit is {MAX_REPORT_BYTES_ENV}, as for uploads")
+    try:
+        return identify(raw, exact=True)
+    except InputError as e:
+        return Unread("invalid" if isinstance(e, InvalidReport) else "input", f"{path}: {e.message}", e.field,
+                      "nothing was stored")
+
+
+def _raise(res: Identified | Unread) -> Identified:
+    if isinstance(res, Unread):
+        raise (InvalidReport if res.kind == "invalid" else InputError)(res.message, field=res.field, hint=res.hint)
+    return res
+
+
+def _worker_start() -> None:
+    """A pool process leaves Ctrl-C to the command, which stops the pool."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
