@@ -183,6 +183,9 @@ def check_matches_candidate(cand: m.Candidate, ident: Identified) -> None:
                 field="candidate", hint="file it under another candidate name (or none: one is derived)")
 
 
+_LOOK = object()  # upsert_candidate: look the name up
+
+
 def upsert_candidate(
     s: Session,
     name: str,
@@ -193,14 +196,18 @@ def upsert_candidate(
     position: int | None = None,
     update_kind: bool = True,
     scope: str | None = None,
+    found: m.Candidate | None | object = _LOOK,
 ) -> m.Candidate:
     """The candidate row, created or brought up to date with its catalog entry.
 
     ``scope`` catalog promotes an ad-hoc candidate into the catalog; None keeps a
     stored candidate's scope and makes a new one ad hoc. The spec is kept with the
-    credentials of its URLs masked (survey/credentials.py): nothing reads them back."""
+    credentials of its URLs masked (survey/credentials.py): nothing reads them back.
+    ``found``: the stored row of that name, or None for none, where the caller looked
+    it up already (a batch looks up all of its names in one query)."""
     spec = credentials.mask(spec) if spec is not None else None
-    cand = s.scalar(select(m.Candidate).where(m.Candidate.name == name))
+    cand = s.scalar(select(m.Candidate).where(m.Candidate.name == name)) if found is _LOOK else found
+    assert cand is None or isinstance(cand, m.Candidate)
     if cand is None:
         if position is None:  # after every catalog entry
             position = (s.scalar(select(func.max(m.Candidate.position))) or 0) + 1000
@@ -252,8 +259,8 @@ def _new_environment(ident: Identified) -> m.Environment:
 
 def _batch_rows(s: Session, chunk: list[tuple[Identified, Filing]], rows: dict[Any, Any]) -> None:
     """The environments of a batch's reports, found in one query and the missing ones added
-    in one flush, into ``rows`` (by key, as :func:`_new_run` looks them up): not a query
-    and a flush per report."""
+    in one flush, and its stored candidates and platforms, found in a query each, into ``rows`` (by key, as
+    :func:`_new_run` looks them up): not a query and a flush per report."""
     wanted = {ident.environment.identity: ident for ident, _ in chunk}
     keys = sorted(wanted)
     found = {e.identity: e for first in range(0, len(keys), 500) for e in s.scalars(
@@ -264,6 +271,16 @@ def _batch_rows(s: Session, chunk: list[tuple[Identified, Filing]], rows: dict[A
         s.flush()
     for env in [*found.values(), *new]:
         rows[("e", env.identity)] = env
+    names = sorted({filing.name for _, filing in chunk})
+    for first in range(0, len(names), 500):
+        rows.update((("stored", c.name), c) for c in s.scalars(
+            select(m.Candidate).where(m.Candidate.name.in_(names[first:first + 500]))))
+    for name in names:
+        rows.setdefault(("stored", name), None)  # known not to be stored
+    keys = sorted({ident.platform.key for ident, _ in chunk})
+    for first in range(0, len(keys), 500):
+        rows.update((("p", p.key), p) for p in s.scalars(
+            select(m.Platform).where(m.Platform.key.in_(keys[first:first + 500]))))
 
 
 def _batch_slots(s: Session, runs: list[m.Run], rows: dict[Any, Any]) -> None:
@@ -526,11 +543,10 @@ def _new_run(s: Session, ident: Identified, filing: Filing, source: str, rows: d
     next flush). ``rows``: candidate, environment and platform rows already found in this
     transaction, by key (a batch finds each once)."""
     cand = rows.get(("c", filing.name))
-    if cand is None:
+    if cand is None:  # a new one is flushed (its id) by upsert_candidate
         cand = rows[("c", filing.name)] = upsert_candidate(
             s, filing.name, label=filing.label, kind=filing.kind, spec=filing.spec, position=filing.position,
-            update_kind=filing.spec is not None, scope=filing.scope)
-        s.flush()
+            update_kind=filing.spec is not None, scope=filing.scope, found=rows.get(("stored", filing.name), _LOOK))
     check_matches_candidate(cand, ident)
     envrow = rows.get(("e", ident.environment.identity))
     if envrow is None:
