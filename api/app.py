@@ -47,6 +47,7 @@ from api.pool import DEFAULT_SIZE, DEFAULT_STORE_TIMEOUT_S, StorePool
 from api.replay import Replay
 from api.storewatch import StoreWatch
 from db.store import Store
+from survey.environments import catalog as catalog_mod
 from survey.evidence.report import MAX_REPORT_BYTES_ENV
 from survey.flows.group_commit import GroupCommit
 
@@ -128,6 +129,7 @@ def create_app(store: Store, *, token: str | None = None, max_upload_bytes: int 
     )
     app.state.pool = pool
     app.state.writer = GroupCommit(store, source="upload")  # uploads that arrive together go in together
+    app.state.catalog = catalog_mod.load(None)  # whose names an upload publishes under: the built-in one, read once
     app.state.matrix_cache = cache
     errors.install(app)
     router = APIRouter()

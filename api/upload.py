@@ -43,7 +43,7 @@ from api.errors import ApiError
 from api.schemas import ErrorResponse, UploadResponse
 from db import widths
 from probes import SCHEMA_VERSION
-from survey.environments import catalog as catalog_mod
+from survey.environments.catalog import Catalog
 from survey.evidence.ingest import IngestResult, identify
 from survey.evidence.report import DEFAULT_MAX_REPORT_BYTES, MAX_INT
 from survey.flows.filing import new_filing
@@ -111,14 +111,15 @@ async def read_body(request: Request, limit: int, timeout: float) -> bytes:
     return b"".join(chunks)
 
 
-def store_report(writer: GroupCommit, raw: bytes, candidate: str | None, label: str | None) -> IngestResult:
+def store_report(writer: GroupCommit, raw: bytes, candidate: str | None, label: str | None,
+                 catalog: Catalog) -> IngestResult:
     store = writer.store
     try:
         ident = identify(raw, exact=True)  # read once, before the store is touched
     except RecursionError:  # json.loads of arrays/objects nested past the interpreter's limit
         raise ApiError(422, "invalid_report", "not a probe report: JSON nested too deep to read")
     # the rules of `survey ingest`; a name given over HTTP is asked for, so it may be new
-    filing = new_filing(ident, candidate=candidate, label=label, catalog=catalog_mod.load(None))
+    filing = new_filing(ident, candidate=candidate, label=label, catalog=catalog)
     res = writer.store_report(ident, filing)  # with the uploads that wait beside it, once committed
     if store.replaced():  # written into a file that is no longer the store's: not acknowledged
         raise ApiError(503, "store_replaced", "the store's file was replaced while this report was being stored; "
@@ -162,7 +163,7 @@ async def upload(
     except UnicodeDecodeError as e:
         raise ApiError(422, "invalid_report", f"not UTF-8 text: {e}", field=None)
     pool = request.app.state.pool
-    res = await pool.run(store_report, request.app.state.writer, raw, candidate, label,
+    res = await pool.run(store_report, request.app.state.writer, raw, candidate, label, request.app.state.catalog,
                          deadline_s=4 * pool.deadline_s)
     url = f"/runs/{res.run_id}"
     body = {"run_id": res.run_id, "created": res.created, "candidate": res.candidate, "url": url,
