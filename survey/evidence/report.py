@@ -52,13 +52,13 @@ JsonInt = Annotated[int, Field(ge=-MAX_INT, le=MAX_INT)]
 
 
 class Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", defer_build=True)
 
 
 class Open(BaseModel):
     """Raw evidence whose inner shape is the environment's, not ours."""
 
-    model_config = ConfigDict(extra="allow")
+    model_config = ConfigDict(extra="allow", defer_build=True)
 
 
 class ProbeInfo(Strict):

@@ -134,7 +134,7 @@ class CheckEvidence(BaseModel):
     """What a check asked and the evidence that answered it: the part of a
     :class:`CheckResult` that a recipe cell's answer (survey/aorta/links.py) carries too."""
 
-    model_config = ConfigDict(extra="forbid", use_enum_values=False)
+    model_config = ConfigDict(extra="forbid", use_enum_values=False, defer_build=True)
 
     target: str
     backend: str
@@ -170,7 +170,7 @@ class CheckResult(CheckEvidence, _CheckDecision):
     """Will (backend, mode) run in TARGET? What ``survey check --json`` prints and
     ``/check.json`` returns. The exit code is the verdict's (``unobtainable``: 7)."""
 
-    model_config = ConfigDict(extra="forbid", use_enum_values=False)
+    model_config = ConfigDict(extra="forbid", use_enum_values=False, defer_build=True)
 
     @model_validator(mode="after")
     def _cause_fits(self) -> CheckResult:
