@@ -4,7 +4,8 @@ the first matrix page, the filtered pages and ``/matrix.json`` each issue at mos
 fixed number of statements (counted on the engine), and none of those statements
 scans a table that grows with the runs (SQLite's ``EXPLAIN QUERY PLAN``;
 PostgreSQL's ``EXPLAIN`` with sequential scans priced out, so one shows only where
-no index serves). Both stores: the database decides the plan."""
+no index serves). A write of a batch of reports reads what it writes: no more look-ups
+for eight reports than for one. Both stores: the database decides the plan."""
 
 from __future__ import annotations
 
@@ -166,6 +167,32 @@ def test_a_request_reads_its_own_slots_on_a_store_of_a_thousand_runs(big_store: 
     assert full_scans(store, seen, GROWING + ("candidates",)) == []
     r = c.get("/matrix.json?candidate=scale-nope")  # a name that is not stored: the answer lists the stored
     assert r.status_code == 422 and "no stored candidate is named 'scale-nope'; one of scale-00000" in r.text
+
+    # A write reads what it writes, not the store: a batch of eight reports of stored candidates
+    # and platforms (as uploads that arrive together are) sends no more SELECTs than a batch of one,
+    # a look-up per kind of row and not per report; none of them scans a growing table; and the
+    # eight add at most a statement per run and per new environment, and one per table of rows
+    # the one report had none of.
+    bench = _bench()
+    tpls = bench.templates()
+
+    def write(first: int, n: int) -> list[tuple[str, Any]]:
+        items = []
+        for i in range(first, first + n):
+            name, raw = bench.variant(tpls, i, RUNS)
+            items.append((identify(raw), Filing(name, name, position=i % (RUNS // 10), scope="catalog")))
+        with statements(store) as seen, store.session() as s:
+            assert all(res.created for res in ingest_many(s, items, batch=n))
+        return seen
+
+    def selects(seen: list[tuple[str, Any]]) -> int:
+        return sum(1 for statement, _ in seen if statement.lstrip().upper().startswith("SELECT"))
+
+    one, eight = write(RUNS, 1), write(RUNS + 1, 8)
+    assert selects(eight) <= selects(one), (selects(one), selects(eight))
+    assert len(eight) - selects(eight) <= len(one) - selects(one) + 2 * 7 + 3, \
+        "\n".join(statement.split("\n")[0][:70] for statement, _ in eight)
+    assert full_scans(store, one + eight) == [], "\n\n".join(full_scans(store, one + eight))
 
 
 def test_the_cells_cache_is_bounded_in_bytes_and_drops_the_least_recently_used() -> None:
