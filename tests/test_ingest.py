@@ -361,3 +361,25 @@ def test_many_reports_are_identified_in_a_pool_as_one_process_identifies_them(tm
         with pytest.raises(InvalidReport) as e:
             read_reports([reports], limit, processes=processes, pool_from=pool_from)
         assert str(e.value).startswith(f"{reports / '05.json'}: not JSON") and e.value.hint == "nothing was stored"
+
+
+def test_where_no_pool_process_can_start_the_reports_are_read_here(tmp_path: Path,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """A machine that refuses new processes (a container's process limit: EAGAIN) still ingests."""
+    import errno
+    import multiprocessing.context
+
+    from survey.flows.filing import read_reports
+
+    reports = tmp_path / "reports"
+    reports.mkdir()
+    for i, v in enumerate(("3.6.0", "3.7.1", "3.8.0")):
+        (reports / f"{i:02d}.json").write_bytes(report_bytes(f"cpu-triton-{v}.json"))
+    alone = read_reports([reports], 1_000_000, processes=1)
+
+    def refused(*_args: object, **_kwargs: object) -> None:
+        raise OSError(errno.EAGAIN, "Resource temporarily unavailable")
+
+    for kind in ("ForkServerProcess", "SpawnProcess"):
+        monkeypatch.setattr(getattr(multiprocessing.context, kind), "_Popen", staticmethod(refused))
+    assert read_reports([reports], 1_000_000, processes=2, pool_from=1) == alone

@@ -21,6 +21,7 @@ import os
 import signal
 from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -96,16 +97,22 @@ def read_reports(reports: list[Path], limit: int, processes: int | None = None,
         else:
             paths.append(path)
     processes = processes or os.cpu_count() or 1
-    if processes < 2 or len(paths) < pool_from:
-        return paths, [_raise(read_one(str(p), limit)) for p in paths]
+    if processes >= 2 and len(paths) >= pool_from:
+        try:
+            return paths, _pooled(paths, limit, processes)
+        except (OSError, BrokenProcessPool):  # no pool here (no /dev/shm, a process killed): read them here
+            pass
+    return paths, [_raise(read_one(str(p), limit)) for p in paths]
+
+
+def _pooled(paths: list[Path], limit: int, processes: int) -> list[Identified]:
     context = multiprocessing.get_context("forkserver" if "forkserver" in multiprocessing.get_all_start_methods()
                                           else "spawn")
     if context.get_start_method() == "forkserver":
         context.set_forkserver_preload([__name__])  # what a pool process runs, imported once
     with ProcessPoolExecutor(processes, mp_context=context, initializer=_worker_start) as pool:
         try:
-            return paths, [_raise(res) for res in pool.map(read_one, map(str, paths), [limit] * len(paths),
-                                                            chunksize=16)]
+            return [_raise(res) for res in pool.map(read_one, map(str, paths), [limit] * len(paths), chunksize=16)]
         except BaseException:
             pool.shutdown(wait=True, cancel_futures=True)
             raise
