@@ -61,12 +61,10 @@ def insert_rows(conn: Connection, table: Table, rows: Sequence[dict[str, Any]]) 
         return
     names = list(rows[0])
     defaults = _defaults(table, names)
-    procs = _processors(conn, table, names)
     columns = list(zip(*([row[name] for name in names] for row in rows), strict=True))
-    for name, value in defaults.items():
-        names.append(name)
-        procs.append(_processors(conn, table, [name])[0])
-        columns.append((value,) * len(rows))
+    columns += [(value,) * len(rows) for value in defaults.values()]
+    names += defaults
+    procs = _processors(conn, table, names)
     for i, proc in enumerate(procs):
         if proc is not None and not (_nul_only(conn, table, names[i]) and not _has_nul(columns[i])):
             columns[i] = tuple(proc(v) for v in columns[i])  # processors take None as the type does
