@@ -37,6 +37,7 @@ from db.store import Store
 from probes import outcomes as O
 from survey.environments import catalog as catalog_mod
 from survey.evidence import queries
+from survey.evidence.ingest import matrix_version
 from survey.render import docs_table
 from survey.render import grid as grid_mod
 from survey.verdicts import documented as survey_documented
@@ -118,6 +119,19 @@ def page_rows(store: Store, filters: dict[str, str | None], scope: str, size: in
     with store.session() as s:
         rows, total = survey_matrix.page(s, start, size, scope=scope, **filters)
     return [cut_text(r, f"/runs/{r['run_id']}.json" if r.get("run_id") else None) for r in rows], total
+
+
+def warm(store: Store) -> None:
+    """Read a one-slot page of the matrix, unfiltered and through each filter on the cells,
+    so that its statements are compiled (SQLAlchemy's per-engine cache) and the mappers set
+    up before the first request comes: a server's first page costs what the next does
+    (about half, bench/README.md). Nothing is kept but what SQLAlchemy keeps."""
+    with store.engine.connect() as conn:  # as api.cache.MatrixCache reads it on every request
+        matrix_version(conn)
+    none = dict.fromkeys(FILTER_NAMES)
+    for one in ({}, {"backend": O.BACKENDS[0]}, {"mode": "none"}, {"outcome": O.OUTCOMES[0]},
+                {"verdict": str(VERDICTS[0])}):
+        page_rows(store, {**none, **one}, "catalog", 1, 0)
 
 
 def build(request: Request, fmt: str, filters: dict[str, str | None], version: str, scope: str,

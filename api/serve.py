@@ -36,7 +36,7 @@ from collections.abc import Callable
 from typing import Any
 
 from api.httpguard import DEFAULT, LIMITS_ATTR, GuardedH11Protocol, Limits
-from db.store import Store
+from db.store import Store, StoreError
 from survey.core import collector, exitcodes
 from survey.core.errors import SurveyError, UsageProblem
 
@@ -98,13 +98,21 @@ def worker_app() -> Any:
 
 
 def serving_app(store: Store) -> Any:
-    """The app a server process serves, its startup's objects then frozen (``gc.freeze``):
+    """The app a server process serves, the matrix's statements compiled
+    (:func:`api.matrix.warm`) and its startup's objects then frozen (``gc.freeze``):
     the modules, the app and the store's metadata live as long as the process, and a full
     collection that walks them all (about 130,000 objects) took 80-100 ms of whichever request
     it fell in, once in every nine or so uploads; frozen, 3 ms (bench/README.md)."""
+    from sqlalchemy.exc import SQLAlchemyError
+
+    from api import matrix
     from api.app import create_app
 
     app = create_app(store)
+    try:
+        matrix.warm(store)  # the first page's statements compiled before anyone asks for it
+    except (SQLAlchemyError, OSError, StoreError):  # the store cannot answer now: the first request says why
+        pass
     collector.tune()  # a worker process starts without the CLI's main()
     gc.freeze()
     return app

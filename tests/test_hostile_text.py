@@ -299,3 +299,18 @@ def test_every_api_format(hostile_store: Store, make_client: Any) -> None:
         if problems:
             bad[path] = problems[:5]
     assert bad == {}
+
+
+@pytest.mark.parametrize("text", ["plain ascii", "del \x7f in ascii", "C1 \x85 and bidi \u202e", "é only",
+                                  "tab\tnewline\n", "zero width \u200b", "\x7f"])
+def test_json_text_escapes_what_a_terminal_acts_on_in_any_text(text: str) -> None:
+    """JSON escapes C0 only; json_text also escapes DEL, C1 and the invisible and bidi
+    characters, whether or not the rest of the text is ASCII (DEL is ASCII: a check
+    that skips ASCII text must still find it), and leaves everything else as it is."""
+    from survey.render.escape import json_text
+
+    out = json_text({"t": text})
+    assert json.loads(out) == {"t": text}
+    assert not terminal_hazards(out) and "\x7f" not in out
+    assert out == json.dumps({"t": text}, ensure_ascii=False, separators=(",", ":")).replace(
+        "\x7f", "\\u007f").replace("\x85", "\\u0085").replace("\u202e", "\\u202e").replace("\u200b", "\\u200b")

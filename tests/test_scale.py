@@ -18,6 +18,7 @@ from typing import Any
 
 import pytest
 from sqlalchemy import event, select, text
+from sqlalchemy.engine.default import CACHE_MISS
 
 from db import models as m
 from db.store import Store
@@ -229,3 +230,66 @@ def test_what_a_session_read_is_forgotten_when_it_writes(store: Store) -> None:
         assert [sl.candidate.name for sl in survey_matrix.queries.slots(s, "catalog")] == ["first"]
         ingest(s, report_bytes("cpu-triton-3.9.0.json"), candidate="second", scope="catalog")
         assert [sl.candidate.name for sl in survey_matrix.queries.slots(s, "catalog")] == ["first", "second"]
+
+
+def test_a_server_s_first_pages_compile_no_statement(filled_store: Store, portal: Any) -> None:
+    """A serving process compiles the matrix's statements before it serves (api.matrix.warm):
+    its first page, plain or filtered by what the cells hold, finds each statement in
+    SQLAlchemy's cache (a compile on the first request was half of its time)."""
+    import gc
+
+    from api import serve
+    from tests.helpers.api import Client
+
+    try:
+        app = serve.serving_app(filled_store)
+    finally:
+        gc.unfreeze()
+    misses: list[str] = []
+
+    def record(_conn: Any, _cursor: Any, statement: str, _params: Any, context: Any, _many: bool) -> None:
+        if context.cache_hit is CACHE_MISS:
+            misses.append(statement)
+
+    c = Client(portal, app)
+    event.listen(filled_store.engine, "after_cursor_execute", record)
+    try:
+        for path in ("/matrix.json", "/matrix.json?backend=instrumentation", "/matrix.json?mode=pcsampling",
+                     "/matrix.json?outcome=ok", "/matrix.json?verdict=refused", "/matrix.json?_size=10"):
+            r = c.get(path)
+            assert r.status_code == 200, (path, r.text)
+    finally:
+        event.remove(filled_store.engine, "after_cursor_execute", record)
+        portal.call(c.http.aclose)
+    assert misses == [], "\n\n".join(misses)
+
+
+def test_a_server_whose_store_fails_its_warm_up_still_starts_and_says_why_on_request(tmp_path: Path,
+                                                                                     portal: Any) -> None:
+    """The warm-up is no gate: a store that cannot answer it (here a table gone from under the
+    server) leaves the server up, and the request that needs the table is the one that fails,
+    with the service's own error (500, its JSON error body)."""
+    import functools
+    import gc
+    import sqlite3
+
+    import httpx
+
+    from api import serve
+
+    store = Store(f"sqlite:///{tmp_path / 's.db'}")
+    with sqlite3.connect(tmp_path / "s.db") as raw:
+        raw.execute("DROP TABLE slots")
+    try:
+        app = serve.serving_app(store)
+    finally:
+        gc.unfreeze()
+    http = httpx.AsyncClient(transport=httpx.ASGITransport(app=app, raise_app_exceptions=False),
+                             base_url="http://testserver")
+    try:
+        assert portal.call(functools.partial(http.get, "/healthz")).status_code == 200
+        r = portal.call(functools.partial(http.get, "/matrix.json"))
+        assert r.status_code == 500 and set(r.json()) == {"error"}, r.text
+    finally:
+        portal.call(http.aclose)
+        store.close()

@@ -181,6 +181,8 @@ def json_text(data: Any, *, indent: int | None = None) -> str:
     characters a terminal would act on (C1, bidi: JSON escapes only C0) as ``\\uXXXX``."""
     text = json.dumps(data, ensure_ascii=False, indent=indent, separators=(",", ":") if indent is None else None,
                       default=str)
+    if text.isascii() and "\x7f" not in text:  # JSON escaped C0: of the rest only DEL is ASCII (a page: 20 ms -> 0)
+        return text
     return _JSON_HAZARD.sub(_json_escape, text)
 
 
