@@ -239,7 +239,7 @@ class Cell(Base):
 
 class SlotFacts(Base):
     """What the docs table and its Since section read of a slot's latest complete run
-    (``survey.verdicts.facts``: JSON), kept with the slot's cells by the same writer,
+    (``survey.verdicts.facts``: two lines of JSON), kept with the slot's cells by the same writer,
     under the same stamp."""
 
     __tablename__ = "slot_facts"

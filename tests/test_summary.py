@@ -244,3 +244,22 @@ def test_two_stores_in_one_process_never_share_worked_out_cells(tmp_path: Path) 
     # the same cells in both (the second's first slot is "other"), checks named by their places
     cells = [[c for _, c in sorted(kept(store).items())] for store in (first, second)]
     assert cells[0] == cells[1][1:] and any(c["live_id"] for slot in cells[0] for c in slot)
+
+
+def test_slots_with_the_same_checks_share_one_read_of_them(store: Store) -> None:
+    """A slot's facts are kept as two lines, its checks then the rest, so a docs table reads
+    each distinct checks text once however many slots hold it (27,000 slots of a store of
+    100,000 runs held 7): four candidates of one report are four slots that share one read,
+    and what is read is what was worked out."""
+    for i in range(4):
+        with store.session() as s:
+            ingest(s, variant("cpu-triton-3.8.0.json", f"/venvs/same-{i}", f"2026-10-0{i + 1}T00:00:00+00:00"),
+                   candidate=f"same-{i}", label=f"same {i}", position=i, scope="catalog")
+    facts = facts_worked_out(store)
+    with store.session() as s:
+        stored = summary.stored_facts(s, facts)
+    assert stored == facts and len(stored) == 4
+    assert len({id(f.check_rows) for f in stored.values()}) == 1
+    assert len({f.run_id for f in stored.values()}) == 4
+    one = next(iter(facts.values()))
+    assert facts_mod.Facts.from_text(one.to_text()) == one

@@ -48,7 +48,7 @@ from survey.verdicts import modes, stability
 from survey.verdicts.modes import Acceptance
 from survey.verdicts.verdict import Cause, Verdict
 
-RULES = "3"  # the derivation's version: change it with survey.verdicts.cells or .facts (or what they call)
+RULES = "4"  # the derivation's version: change it with survey.verdicts.cells or .facts (what they call, how kept)
 STAMP = "cells_stamp"
 _CURRENT = queries.MEMO_PREFIX + "verdicts.summary.current"
 CHUNK = 500  # slots per statement
@@ -135,7 +135,7 @@ def refresh(s: Session, slot_ids: list[int]) -> dict[int, tuple[int, list[dict[s
         if slot_runs:
             facts = run_facts(s, runs, worked)
             conn.execute(insert(m.Base.metadata.tables["slot_facts"]), [
-                {"slot_id": sid, "run_id": rid, "facts": facts[rid].to_json()} for sid, rid in slot_runs.items()])
+                {"slot_id": sid, "run_id": rid, "facts": facts[rid].to_text()} for sid, rid in slot_runs.items()])
         out.update((sid, (rid, worked[rid])) for sid, rid in slot_runs.items())
     return out
 
@@ -154,10 +154,11 @@ def stored_facts(s: Session, slot_ids: Iterable[int]) -> dict[int, facts_mod.Fac
     """Slot id -> its stored facts (read them only while :func:`current`)."""
     ids = sorted(set(slot_ids))
     out: dict[int, facts_mod.Facts] = {}
+    read: dict[str, dict[str, str]] = {}  # each check text once (a table of 27,000 slots: 0.45 -> 0.1 s)
     for first in range(0, len(ids), CHUNK):
         for sid, text in s.execute(select(m.SlotFacts.slot_id, m.SlotFacts.facts)
                                    .where(m.SlotFacts.slot_id.in_(ids[first:first + CHUNK]))):
-            out[sid] = facts_mod.Facts.from_json(text)
+            out[sid] = facts_mod.Facts.from_text(text, read)
     return out
 
 
