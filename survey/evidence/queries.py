@@ -89,16 +89,17 @@ def slot_platform_label(key: str | None, vendor: str = "", model: str | None = N
 
 
 def _slot_query(s: Session, scope: str, candidate: str | None, platform: str | None,
-                only: Any = None) -> Select[int, int]:
+                only: Any = None, ordered: bool = True) -> Select[int, int]:
     """(candidate id, slot id or None) in matrix order: catalog order, then platform key
     (code points on every store); a candidate with no run has one row without a slot.
-    ``only``: a condition on ``slots`` (a filter of a layer above)."""
+    ``only``: a condition on ``slots`` (a filter of a layer above). ``ordered=False``: in
+    no order, and without the platforms unless one is asked for (what a count reads)."""
     key = m.Platform.key
     if s.get_bind().dialect.name == "postgresql":
         key = key.collate("C")  # type: ignore[assignment]
-    q = (select(m.Candidate.id, m.Slot.id)
-         .outerjoin(m.Slot, m.Slot.candidate_id == m.Candidate.id)
-         .outerjoin(m.Platform, m.Platform.id == m.Slot.platform_id))
+    q = select(m.Candidate.id, m.Slot.id).outerjoin(m.Slot, m.Slot.candidate_id == m.Candidate.id)
+    if ordered or platform is not None:
+        q = q.outerjoin(m.Platform, m.Platform.id == m.Slot.platform_id)
     if scope == "catalog":
         q = q.where(m.Candidate.scope == "catalog")
     if candidate is not None:
@@ -107,13 +108,13 @@ def _slot_query(s: Session, scope: str, candidate: str | None, platform: str | N
         q = q.where(m.Platform.key == platform)
     if only is not None:
         q = q.where(only)
-    return q.order_by(m.Candidate.position, m.Candidate.id, func.coalesce(key, ""))
+    return q.order_by(m.Candidate.position, m.Candidate.id, func.coalesce(key, "")) if ordered else q
 
 
 def count_slots(s: Session, scope: str = "all", candidate: str | None = None, platform: str | None = None,
                 only: Any = None) -> int:
     """How many slots :func:`slots` gives for these arguments (one counting query)."""
-    q = _slot_query(s, scope, candidate, platform, only).order_by(None).subquery()
+    q = _slot_query(s, scope, candidate, platform, only, ordered=False).subquery()
     return int(s.scalar(select(func.count()).select_from(q)) or 0)
 
 
@@ -159,8 +160,14 @@ def slot_lines(s: Session, scope: str = "all") -> list[SlotLine]:
     q = _slot_query(s, scope, None, None).with_only_columns(
         m.Candidate.name, m.Candidate.label, m.Slot.id, m.Platform.key, m.Platform.vendor, m.Platform.model,
         m.Platform.arch, m.Slot.complete_run_id, m.Slot.last_run_id)
-    return [SlotLine(name, label, sid, key, slot_platform_label(key, vendor or "", model, arch), complete, last)
-            for name, label, sid, key, vendor, model, arch, complete, last in s.execute(q)]
+    labels: dict[tuple[Any, ...], str] = {}  # a store has a few platforms and thousands of slots on each
+    out = []
+    for name, label, sid, key, vendor, model, arch, complete, last in s.execute(q):
+        shown = labels.get((key, vendor, model, arch))
+        if shown is None:
+            shown = labels[(key, vendor, model, arch)] = slot_platform_label(key, vendor or "", model, arch)
+        out.append(SlotLine(name, label, sid, key, shown, complete, last))
+    return out
 
 
 def specs_of(s: Session, names: list[str]) -> dict[str, dict[str, Any]]:

@@ -431,6 +431,7 @@ def build(s: Session, scope: str = "catalog", columns: list[str] | None = None,
     for x in slots:
         by_candidate.setdefault(x.name, []).append(x)
     cell_keys = [k for k in keys if k not in ("source", "platform", "evidence")]
+    conflicting = {c["candidate"] for c in claims if c["status"] == "conflicts"}
     rows: list[dict[str, Cell]] = []
     choices_of: list[list[str] | None] = []
     worked: dict[Any, Any] = {}  # cells by what they are a function of (_slot_cells)
@@ -438,7 +439,7 @@ def build(s: Session, scope: str = "catalog", columns: list[str] | None = None,
         per = [_slot_cells(x, cell_keys, many_platforms, worked) for x in group]
         same = all(p.cells == per[0].cells for p in per[1:])
         parts = [per] if same else [[p] for p in per]
-        conflict = any(c["status"] == "conflicts" for c in claims if c["candidate"] == name)
+        conflict = name in conflicting
         for part in parts:
             first = part[0]
             label, full = short_label(group[0].label)
