@@ -263,3 +263,23 @@ def test_slots_with_the_same_checks_share_one_read_of_them(store: Store) -> None
     assert len({f.run_id for f in stored.values()}) == 4
     one = next(iter(facts.values()))
     assert facts_mod.Facts.from_text(one.to_text()) == one
+
+
+def test_slots_whose_cells_say_the_same_share_them_and_their_rows_stay_apart(store: Store) -> None:
+    """A read builds each distinct stored cell once (the 380,016 cells of the scale
+    benchmark's 100,000 runs say 41 things): four candidates of one report share their
+    cells, which are what was worked out, and a row changed by its reader changes no other."""
+    for i in range(4):
+        with store.session() as s:
+            ingest(s, variant("cpu-triton-3.8.0.json", f"/venvs/same-{i}", f"2026-10-0{i + 1}T00:00:00+00:00"),
+                   candidate=f"same-{i}", label=f"same {i}", position=i, scope="catalog")
+    stored = kept(store)
+    assert stored == worked_out(store) and len(stored) == 4
+    lists = list(stored.values())
+    assert all(a is b for other in lists[1:] for a, b in zip(lists[0], other, strict=True))
+    with store.session() as s:
+        rows = matrix_mod.matrix(s)
+        mine = copy.deepcopy(rows)
+        for r in rows[: len(rows) // 4]:
+            r["outcome"] = r["reason"] = "changed"
+        assert rows[len(rows) // 4:] == mine[len(rows) // 4:]

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import Select, false, func, select
-from sqlalchemy.orm import Session, selectinload
+from sqlalchemy.orm import Session, defer, selectinload
 
 from db import models as m
 from probes import outcomes as O
@@ -230,8 +230,11 @@ def _read_slots(s: Session, scope: str, candidate: str | None, checks: bool, pla
     cands = {c.id: c for c in s.scalars(select(m.Candidate).where(m.Candidate.id.in_(cand_ids)))}
     if run_ids is None:
         run_ids = {r for sl in slot_rows.values() for r in (sl.last_run_id, sl.complete_run_id) if r is not None}
+    # Without checks the runs come without their JSON too (a run's platform detail and
+    # profiler lists, its environment's identity document): they load when read.
     query = run_query() if checks else select(m.Run).options(
-        selectinload(m.Run.environment), selectinload(m.Run.platform))
+        defer(m.Run.platform_detail), defer(m.Run.profilers), defer(m.Run.cli_backends),
+        selectinload(m.Run.environment).defer(m.Environment.resolved), selectinload(m.Run.platform))
     runs = {r.id: r for r in s.scalars(query.where(m.Run.id.in_(run_ids)))} if slot_rows else {}
     platform_ids = {sl.platform_id for sl in slot_rows.values() if sl.platform_id is not None}
     platforms = {p.id: p for p in s.scalars(select(m.Platform).where(m.Platform.id.in_(platform_ids)))} \

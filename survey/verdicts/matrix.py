@@ -75,6 +75,7 @@ def rows_of(s: Session, slots: list[queries.Slot], *, backend: str | None = None
     rows: list[dict[str, Any]] = []
     mode_filter = mode_from_label(mode) if mode is not None else "__any__"
     cells = _cells(s, slots)
+    parts: dict[int, dict[str, Any]] = {}  # a cell's row keys, once per cell (stored cells are shared)
     for slot in slots:
         cand = slot.candidate
         base = {**EMPTY, "candidate": cand.name, "label": cand.label, "kind": cand.kind, "scope": cand.scope,
@@ -89,9 +90,9 @@ def rows_of(s: Session, slots: list[queries.Slot], *, backend: str | None = None
                          "tries": last.tries if last else None,
                          "backend": None, "mode": None, "mode_arg": None, "outcome": None, "verdict": None})
             continue
-        prov = {"status": "measured", "triton_version": complete.triton_version,
-                "environment": complete.environment.label if complete.environment else None}
-        tail = {"run_id": complete.id, "date": iso(complete.finished_at), "image_digest": complete.image_digest,
+        head = {**base, "status": "measured", "triton_version": complete.triton_version,
+                "environment": complete.environment.label if complete.environment else None,
+                "run_id": complete.id, "date": iso(complete.finished_at), "image_digest": complete.image_digest,
                 "evidence": f"/runs/{complete.id}",
                 "last_attempt": last.status if last is not None and last.id != complete.id else None}
         for cell in cells.get(complete.id, []):
@@ -103,7 +104,10 @@ def rows_of(s: Session, slots: list[queries.Slot], *, backend: str | None = None
                 continue
             if verdict and cell["verdict"] != verdict:
                 continue
-            rows.append({**base, **prov, **row_part(cell), **tail})
+            part = parts.get(id(cell))
+            if part is None:
+                part = parts[id(cell)] = row_part(cell)
+            rows.append({**head, **part})  # the keys in FIELDS order: base holds every one
     return rows
 
 
