@@ -72,7 +72,8 @@ def table_cmd(
     if fmt in ("csv", "json"):
         from survey.verdicts import rows as matrix_schema
 
-        sys.stdout.write(table_mod.render(matrix_schema.tidy(rows), matrix_schema.FIELDS, fmt))
+        for piece in table_mod.stream(rows, matrix_schema.FIELDS, fmt):  # every row holds FIELDS, in order
+            sys.stdout.write(piece)
         return
     _show_docs_table(text, check, write)
 

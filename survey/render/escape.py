@@ -176,11 +176,14 @@ def element(tag: str, inner: str = "", **attrs: str | int) -> str:
 
 
 # ------------------------------------------------------------------ JSON
+_COMPACT = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), default=str)  # made once, not per call
+
+
 def json_text(data: Any, *, indent: int | None = None) -> str:
     """``data`` as JSON (compact unless ``indent``): the text kept exactly, with the
     characters a terminal would act on (C1, bidi: JSON escapes only C0) as ``\\uXXXX``."""
-    text = json.dumps(data, ensure_ascii=False, indent=indent, separators=(",", ":") if indent is None else None,
-                      default=str)
+    text = _COMPACT.encode(data) if indent is None else json.dumps(data, ensure_ascii=False, indent=indent,
+                                                                      default=str)
     if text.isascii() and "\x7f" not in text:  # JSON escaped C0: of the rest only DEL is ASCII (a page: 20 ms -> 0)
         return text
     return _JSON_HAZARD.sub(_json_escape, text)

@@ -113,7 +113,8 @@ def write(df: pd.DataFrame, path: Path, fmt: str) -> None:
         df.to_parquet(path, index=False)
         return
     rows = [{str(k): _plain(v) for k, v in r.items()} for r in df.to_dict("records")]
-    path.write_text(table.csv_rows(rows, list(df.columns)), encoding="utf-8", newline="")
+    with path.open("w", encoding="utf-8", newline="") as f:
+        f.writelines(table.stream(rows, list(df.columns), "csv"))
 
 
 def _plain(value: Any) -> Any:

@@ -24,7 +24,7 @@ import json
 import os
 import re
 import tempfile
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -36,6 +36,7 @@ START = "<!-- proton-survey:availability:start -->"
 END = "<!-- proton-survey:availability:end -->"
 
 Rows = Sequence[Mapping[str, Any]]
+CHUNK_ROWS = 5000  # rows a piece of a streamed table
 
 
 def flat(value: Any) -> Any:
@@ -65,27 +66,54 @@ def pipe_table(headers: Sequence[str], rows: Sequence[Sequence[Any]], *, code: b
     return "\n".join(lines) + "\n"
 
 
-def markdown_rows(rows: Rows, columns: Sequence[str]) -> str:
-    return pipe_table(columns, [[flat(r.get(c)) for c in columns] for r in rows])
+def markdown_rows(rows: Rows, columns: Sequence[str]) -> Iterator[str]:
+    yield pipe_table(columns, [[flat(r.get(c)) for c in columns] for r in rows])
 
 
-def csv_rows(rows: Rows, columns: Sequence[str]) -> str:
+def csv_rows(rows: Rows, columns: Sequence[str]) -> Iterator[str]:
     buf = io.StringIO()
     w = csv.writer(buf, lineterminator="\r\n")  # RFC 4180; and a cell holding a line break is quoted
+    shown: dict[str, str] = {}  # a table repeats its texts: each escaped once
+
+    def cell(value: Any) -> Any:
+        if value is None:
+            return ""
+        if isinstance(value, str):
+            out = shown.get(value)
+            if out is None:
+                out = shown[value] = escape.csv_cell(value)
+            return out
+        return escape.csv_cell(flat(value))
+
     w.writerow([escape.csv_cell(c) for c in columns])
+    for n, r in enumerate(rows, 1):
+        w.writerow([cell(r.get(c)) for c in columns])
+        if n % CHUNK_ROWS == 0:
+            yield buf.getvalue()
+            buf.seek(0)
+            buf.truncate()
+    yield buf.getvalue()
+
+
+def json_rows(rows: Rows, columns: Sequence[str]) -> Iterator[str]:
+    """A JSON array, one row (a compact object) a line."""
+    sep, batch = "[\n", []
+    keys = tuple(columns)
     for r in rows:
-        w.writerow(["" if r.get(c) is None else escape.csv_cell(flat(r.get(c))) for c in columns])
-    return buf.getvalue()
-
-
-def json_rows(rows: Rows, columns: Sequence[str]) -> str:
-    return escape.json_text([{c: r.get(c) for c in columns} for r in rows], indent=1) + "\n"
+        batch.append(escape.json_text(r if tuple(r) == keys else {c: r.get(c) for c in columns}))
+        if len(batch) == CHUNK_ROWS:
+            yield sep + ",\n".join(batch)
+            sep, batch = ",\n", []
+    if batch:
+        yield sep + ",\n".join(batch)
+        sep = ",\n"
+    yield "[]\n" if sep == "[\n" else "\n]\n"
 
 
 @dataclass(frozen=True)
 class Renderer:
     media_type: str
-    render: Callable[[Rows, Sequence[str]], str]
+    stream: Callable[[Rows, Sequence[str]], Iterator[str]]  # the text in pieces, a few thousand rows each
 
 
 RENDERERS = {
@@ -95,12 +123,18 @@ RENDERERS = {
 }
 
 
-def render(rows: Rows, columns: Sequence[str], fmt: str) -> str:
-    """``rows`` (the keys ``columns``, in that order) in format ``fmt``."""
+def stream(rows: Rows, columns: Sequence[str], fmt: str) -> Iterator[str]:
+    """``rows`` (the keys ``columns``, in that order) in format ``fmt``, in pieces: a
+    writer need not hold the whole text (a table of 380,000 rows is 300 MB of JSON)."""
     renderer = RENDERERS.get(fmt)
     if renderer is None:
         raise InputError(f"unknown format {fmt!r}; one of {', '.join(RENDERERS)}")
-    return renderer.render(rows, columns)
+    return renderer.stream(rows, columns)
+
+
+def render(rows: Rows, columns: Sequence[str], fmt: str) -> str:
+    """``rows`` (the keys ``columns``, in that order) in format ``fmt``."""
+    return "".join(stream(rows, columns, fmt))
 
 
 _START_LINE = re.compile(r"^" + re.escape(START) + r"[ \t]*$", re.MULTILINE)

@@ -2,8 +2,8 @@
 mode, the same snake_case keys on every row, declared once, here.
 
 ``survey.verdicts.matrix.matrix`` builds its rows with these keys (:data:`FIELDS`,
-in this order); ``survey table --format json|csv`` prints them (``tidy`` checks
-each against :class:`MatrixRow`); ``/matrix.json|csv`` serves them and its OpenAPI
+in this order); ``survey table --format json|csv`` prints them (a test validates them against
+the published schema); ``/matrix.json|csv`` serves them and its OpenAPI
 document describes them with :class:`MatrixRow`;
 ``schema/matrix-rows.v1.schema.json`` is generated from it and kept in step by a
 test. A (candidate, platform) with no complete run is one row with its status and
@@ -79,11 +79,6 @@ class MatrixRow(BaseModel):
 FIELDS = list(MatrixRow.model_fields)
 EMPTY: dict[str, Any] = dict.fromkeys(FIELDS)  # a row with every key: a matrix row starts as this
 _ROWS = TypeAdapter(list[MatrixRow])
-
-
-def tidy(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """``survey.verdicts.matrix.matrix`` rows with every key on every row, validated."""
-    return [MatrixRow.model_validate({k: r.get(k) for k in FIELDS}).model_dump(mode="json") for r in rows]
 
 
 def json_schema() -> dict[str, Any]:
