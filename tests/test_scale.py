@@ -264,6 +264,41 @@ def test_a_server_s_first_pages_compile_no_statement(filled_store: Store, portal
     assert misses == [], "\n\n".join(misses)
 
 
+def test_a_server_s_first_request_builds_no_model_of_its_routes(filled_store: Store, portal: Any,
+                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    """FastAPI makes each route's parameter models (pydantic type adapters, 220 of them) on the
+    first request that is routed: about 60 ms of the first page a server gave, which its next
+    pages did not pay. A serving process routes one request of its own before it serves
+    (api.serve.serving_app): the first page makes none."""
+    import gc
+
+    import pydantic
+
+    from api import serve
+    from tests.helpers.api import Client
+
+    try:
+        app = serve.serving_app(filled_store)
+    finally:
+        gc.unfreeze()
+    made: list[Any] = []
+    plain = pydantic.TypeAdapter.__init__
+
+    def counted(self: Any, *args: Any, **kwargs: Any) -> None:
+        made.append(args[0] if args else kwargs.get("type"))
+        plain(self, *args, **kwargs)
+
+    monkeypatch.setattr(pydantic.TypeAdapter, "__init__", counted)
+    c = Client(portal, app)
+    try:
+        for path in ("/matrix.json", "/matrix.json?outcome=ok", "/runs/1.json"):
+            r = c.get(path)
+            assert r.status_code == 200, (path, r.text)
+    finally:
+        portal.call(c.http.aclose)
+    assert made == []
+
+
 def test_a_server_whose_store_fails_its_warm_up_still_starts_and_says_why_on_request(tmp_path: Path,
                                                                                      portal: Any) -> None:
     """The warm-up is no gate: a store that cannot answer it (here a table gone from under the
