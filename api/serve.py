@@ -100,7 +100,8 @@ def worker_app() -> Any:
 
 def serving_app(store: Store) -> Any:
     """The app a server process serves, the matrix's statements compiled
-    (:func:`api.matrix.warm`) and its startup's objects then frozen (``gc.freeze``):
+    (:func:`api.matrix.warm`), one request routed (:func:`_route_once`) and its startup's
+    objects then frozen (``gc.freeze``):
     the modules, the app and the store's metadata live as long as the process, and a full
     collection that walks them all (about 130,000 objects) took 80-100 ms of whichever request
     it fell in, once in every nine or so uploads; frozen, 3 ms (bench/README.md)."""
@@ -125,9 +126,12 @@ def serving_app(store: Store) -> Any:
 
 def _route_once(app: Any) -> None:
     """``GET /healthz`` through the whole app, in process: FastAPI makes every route's
-    parameter models on the first request it routes (220 pydantic type adapters: about
-    60 ms that the first page a server gave paid and the next did not). ``/healthz`` asks
-    nothing of the store and leaves nothing behind."""
+    parameter models on the first request it routes (220 pydantic type adapters), and anyio
+    loads its asyncio backend when first used (about 80 ms together, that the first page a
+    server gave paid and the next did not). ``/healthz`` asks nothing of the store and leaves
+    nothing behind."""
+    import anyio
+
     scope = {"type": "http", "asgi": {"version": "3.0", "spec_version": "2.4"}, "http_version": "1.1",
              "method": "GET", "scheme": "http", "path": "/healthz", "raw_path": b"/healthz", "query_string": b"",
              "root_path": "", "headers": [(b"host", b"localhost")], "client": ("127.0.0.1", 0),
@@ -144,8 +148,12 @@ def _route_once(app: Any) -> None:
     async def send(message: dict[str, Any]) -> None:
         pass
 
+    async def once() -> None:
+        anyio.CapacityLimiter(1)  # anyio loads its asyncio backend when first used: the store pool's first call
+        await app(scope, receive, send)
+
     try:
-        asyncio.run(app(scope, receive, send))
+        asyncio.run(once())
     except Exception:  # noqa: BLE001 - a warm-up is no gate: the requests that come will say what is wrong
         pass
 

@@ -209,7 +209,10 @@ class Cell(Base):
     work the rows out from the runs."""
 
     __tablename__ = "cells"
-    __table_args__ = (Index("ix_cells_backend", "backend", "mode", "slot_id"), _CHILD)
+    # a filter's slots, by the value (a filtered page's count: migration 0011)
+    __table_args__ = (Index("ix_cells_backend", "backend", "mode", "slot_id"),
+                      Index("ix_cells_outcome", "outcome", "slot_id"), Index("ix_cells_verdict", "verdict", "slot_id"),
+                      _CHILD)
 
     slot_id: Mapped[int] = mapped_column(ForeignKey("slots.id"), primary_key=True)
     ord: Mapped[int] = _place()  # the row's place in its slot

@@ -62,12 +62,12 @@ def page(s: Session, start: int, size: int, *, candidate: str | None = None, pla
         return [r for g in groups[start:start + size] for r in g], len(groups)
     slots = queries.slots(s, scope, candidate, checks=False, platform=platform or None, start=start, size=size,
                           only=only)
-    # The count takes a condition of its own: once a statement holding an EXISTS is compiled,
-    # SQLAlchemy keys another statement that shares it differently (each filter's count was
-    # compiled again on a server's second request of it).
+    # The count takes a condition of its own, which reads the filter's cells through their
+    # index (the page's stops at its last slot; a count reads every slot).
     return (rows_of(s, slots, backend=backend, mode=mode, outcome=outcome, verdict=verdict),
             queries.count_slots(s, scope, candidate, platform or None,
-                                summary.matching(backend, mode, outcome, verdict) if only is not None else None))
+                                summary.matching(backend, mode, outcome, verdict, counting=True)
+                                if only is not None else None))
 
 
 def rows_of(s: Session, slots: list[queries.Slot], *, backend: str | None = None, mode: str | None = None,
