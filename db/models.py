@@ -242,13 +242,14 @@ class Cell(Base):
 
 class SlotFacts(Base):
     """What the docs table and its Since section read of a slot's latest complete run
-    (``survey.verdicts.facts``: two lines of JSON), kept with the slot's cells by the same writer,
-    under the same stamp."""
+    (``survey.verdicts.facts``: two texts of JSON), kept with the slot's cells by the same writer,
+    under the same stamp: its checks, which slots share, kept once in ``texts``, and the rest."""
 
     __tablename__ = "slot_facts"
 
     slot_id: Mapped[int] = mapped_column(ForeignKey("slots.id"), primary_key=True)
     run_id: Mapped[int] = mapped_column(ForeignKey("runs.id"))
+    checks_id: Mapped[int] = mapped_column(ForeignKey("texts.id"))
     facts: Mapped[str] = mapped_column(Text)
 
 

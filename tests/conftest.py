@@ -136,6 +136,21 @@ def report_bytes(name: str) -> bytes:
     return (REPORTS / name).read_bytes()
 
 
+def report_variant(name: str, prefix: str, started: str, flip: str | None = None) -> bytes:
+    """A fixture report as another run: its own times, in the environment ``prefix``; with
+    ``flip``, the first clean live check of that backend gets another outcome."""
+    from probes import outcomes as O
+
+    d = json.loads(report_bytes(name))
+    d["probe"]["started_at"] = d["probe"]["finished_at"] = started
+    d["environment"]["python"]["prefix"] = prefix
+    d["environment"]["python"]["executable"] = prefix + "/bin/python"
+    if flip is not None:
+        live = next(r for r in d["modes"] if r["backend"] == flip and r["env"] == "clean" and not r["stub"])
+        live["outcome"] = O.CRASH if live["outcome"] != O.CRASH else O.TIMEOUT
+    return json.dumps(d).encode()
+
+
 RUN_DIR = "PROTON_SURVEY_TEST_RUN"
 # the tiers whose tests must not run at once: each test holds its tier's lock (_one_at_a_time)
 ONE_WORKER = ("fleet", "browser", "podman")

@@ -16,7 +16,7 @@ from survey.evidence import queries
 from survey.evidence.ingest import ingest
 from survey.flows import check as survey_check
 from survey.verdicts import diff as survey_diff
-from tests.conftest import report_bytes, survey_cli
+from tests.conftest import report_bytes, report_variant, survey_cli
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -41,6 +41,44 @@ def test_backend_absent_names_the_releases_that_have_it(gpu_store) -> None:
     assert r.cause == "backend_absent" and r.backend_present.answer == "no"
     assert r.fix == ("builds with it (measured): triton-3.8.0 (Triton 3.8.0, no GPU (x86_64)), "
                      "triton-3.9.0 (Triton 3.9.0, no GPU (x86_64))")
+
+
+def test_where_else_names_ten_builds_and_counts_the_rest_alike_from_the_cells_and_the_runs(store) -> None:
+    """A fix names where else the backend or mode is: the first ten builds, then how many
+    more. Asked of a store of 100,000 runs it read the whole matrix (380,000 rows, ten
+    seconds) and named 10,000 builds; it reads the stored cells of the slots asked for now,
+    and says what the runs say when the cells are not current."""
+    from sqlalchemy import text
+
+    from survey.verdicts import summary
+
+    with store.session() as s:
+        ingest(s, report_bytes("cpu-triton-3.6.0.json"), candidate="old", label="old", position=0, scope="catalog")
+    for i in range(13):  # thirteen builds with rocprofiler
+        with store.session() as s:
+            ingest(s, report_variant("cpu-triton-3.8.0.json", f"/venvs/b{i:02}", f"2026-10-{i + 1:02}T00:00:00+00:00"),
+                   candidate=f"b{i:02}", label=f"b{i:02}", position=i + 1, scope="catalog")
+    answers = []
+    for current in (True, False):
+        with store.session() as s:
+            assert summary.current(s) is current
+        answers.append([check(store, "old", "rocprofiler").fix,
+                        check(store, "old", "roctracer", "periodic_flushing").fix,
+                        check(store, "old", "cupti", "periodic_flushing").fix,
+                        check(store, "b00", "rocprofiler", "pcsampling").fix])
+        with store.engine.begin() as conn:  # the cells go stale: the answers come from the runs
+            conn.execute(text("DELETE FROM meta WHERE key = 'cells_stamp'"))
+    assert answers[0] == answers[1]
+
+    def builds(extra: str = "") -> str:
+        return ", ".join(f"b{i:02} (Triton 3.8.0, no GPU (x86_64){extra})" for i in range(10)) + ", and 3 more"
+
+    assert answers[0] == [
+        "builds with it (measured): " + builds(),
+        "builds that accept it (measured): " + builds(", stub-derived"),
+        "not answered here for " + builds() + " (not refused: no GPU, or no clean answer, where they were probed); "
+        "probe them on a GPU to know",
+        "every measured build that has the backend refuses it"]
 
 
 @pytest.mark.parametrize("registry,cli_backends,present", [

@@ -25,7 +25,6 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 from sqlalchemy.orm import Session
 
@@ -43,42 +42,50 @@ from survey.evidence.identity import Resolved
 from survey.evidence.ingest import find_unchanged
 from survey.evidence.queries import age_text, iso, mode_label
 from survey.verdicts import matrix as survey_matrix
+from survey.verdicts import summary
 from survey.verdicts.answers import NO, Answer, backend_present, library_loads, mode_accepted
 from survey.verdicts.modes import Acceptance, published_verdicts
 from survey.verdicts.verdict import Cause, CheckResult, Verdict, runs_here
 
-
 # ----------------------------------------------------------------- where else
-def _measured_builds(s: Session, keep: Callable[[dict[str, Any]], bool], note_stub: bool = False) -> list[str]:
-    """Candidates (per platform) whose latest complete run has a check ``keep`` accepts
-    (a matrix row: ``survey.verdicts.matrix``, which reads each report's checks once).
-    Catalog candidates first; ad-hoc evidence counts as measured too, and says so."""
-    out: dict[tuple[str, str | None], str] = {}
-    for r in survey_matrix.matrix(s, scope="all"):
-        if r["status"] != "measured" or (r["candidate"], r["platform"]) in out or not keep(r):
-            continue
+LISTED = 10  # builds a fix names where else; the rest it counts
+
+
+def _measured_builds(s: Session, backend: str, mode: str | None, verdicts: frozenset[Acceptance],
+                     note_stub: bool = False) -> list[str]:
+    """The first :data:`LISTED` candidates (per platform) whose latest complete run has a
+    published check of (backend, mode) with one of ``verdicts``, then how many more:
+    from the stored cells while they are current (``survey.verdicts.summary``: the
+    slots asked for, not the matrix), else from the matrix rows. Ad-hoc evidence counts
+    as measured too, and says so."""
+    if summary.current(s):
+        rows, total = summary.measured_slots(s, backend, mode, verdicts, LISTED)
+    else:
+        every = [r for r in survey_matrix.matrix(s, scope="all", backend=backend, mode=mode_label(mode))
+                 if r["status"] == "measured" and r["verdict"] in verdicts]
+        rows, total = every[:LISTED], len(every)
+    out = []
+    for r in rows:
         stub = ", stub-derived" if note_stub and r["verdict_source"] == "stub" else ""
         adhoc = ", ad hoc" if r["scope"] != "catalog" else ""
         where = f", {r['platform_label']}" if r["platform"] is not None else ""
-        out[(r["candidate"], r["platform"])] = f"{r['candidate']} (Triton {r['triton_version']}{where}{stub}{adhoc})"
-    return list(out.values())
+        out.append(f"{r['candidate']} (Triton {r['triton_version']}{where}{stub}{adhoc})")
+    if total > len(rows):
+        out.append(f"and {total - len(rows):,} more")
+    return out
 
 
 def _who_has_backend(s: Session, backend: str) -> list[str]:
-    return _measured_builds(s, lambda r: r["backend"] == backend and r["mode_arg"] is None
-                            and r["verdict"] != Acceptance.ABSENT)
+    return _measured_builds(s, backend, None, frozenset(Acceptance) - {Acceptance.ABSENT})
 
 
 def _mode_fix(s: Session, backend: str, mode: str | None) -> str:
     """Where else the mode is accepted; else where it was not answered (no GPU, a crash:
     not refused); only when every measured build refused it, that none accepts it."""
-    def same(r: dict[str, Any]) -> bool:
-        return bool(r["backend"] == backend and r["mode_arg"] == mode)
-
-    acc = _measured_builds(s, lambda r: same(r) and r["verdict"] == Acceptance.ACCEPTED, note_stub=True)
+    acc = _measured_builds(s, backend, mode, frozenset({Acceptance.ACCEPTED}), note_stub=True)
     if acc:
         return "builds that accept it (measured): " + ", ".join(acc)
-    open_ = _measured_builds(s, lambda r: same(r) and r["verdict"] in (Acceptance.UNKNOWN, None))
+    open_ = _measured_builds(s, backend, mode, frozenset({Acceptance.UNKNOWN}))
     if open_:
         return ("not answered here for " + ", ".join(open_) + " (not refused: no GPU, or no clean answer, where "
                 "they were probed); probe them on a GPU to know")

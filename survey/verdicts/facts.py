@@ -83,23 +83,23 @@ class Facts:
     def captures(self) -> list[Capture]:
         return [Capture(*c) for c in self.capture_rows]
 
-    def to_text(self) -> str:
-        """Two lines of JSON: the checks, then the rest. Slots of a store share a few check
-        texts (7 among 27,000 slots of 100,000 runs): :meth:`from_text` reads each once."""
-        return _json(self.check_rows) + "\n" + _json(
+    def parts(self) -> tuple[str, str]:
+        """Two texts of JSON: the checks, then the rest. Slots of a store share a few check
+        texts (7 among 27,000 slots of 100,000 runs): the store keeps each once
+        (``survey.verdicts.summary``) and :meth:`from_parts` reads each once."""
+        return _json(self.check_rows), _json(
             [self.run_id, self.triton_version, self.triton_distribution, self.cli_backends, self.capture_rows,
              self.first_run, self.first_date, self.first_what, self.answers])
 
     @classmethod
-    def from_text(cls, text: str, read: dict[str, dict[str, str]] | None = None) -> Facts:
-        """The facts :meth:`to_text` wrote. ``read``: check texts already read (text ->
+    def from_parts(cls, checks_text: str, rest: str, read: dict[str, dict[str, str]] | None = None) -> Facts:
+        """The facts :meth:`parts` wrote. ``read``: check texts already read (text ->
         its rows), shared by the facts it gives (no caller changes them), and added to."""
-        head, _, rest = text.partition("\n")  # compact JSON holds no newline
-        checks = read.get(head) if read is not None else None
+        checks = read.get(checks_text) if read is not None else None
         if checks is None:
-            checks = json.loads(head)
+            checks = json.loads(checks_text)
             if read is not None:
-                read[head] = checks
+                read[checks_text] = checks
         run_id, version, distribution, backends, captures, first_run, first_date, first_what, answers = \
             json.loads(rest)
         return cls(run_id, version, distribution, backends, checks, captures, first_run, first_date, first_what,

@@ -33,7 +33,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from sqlalchemy import delete, event, exists, insert, select, tuple_, update
+from sqlalchemy import delete, event, exists, func, insert, select, tuple_, update
 from sqlalchemy.orm import Session, selectinload
 
 from db import bulk
@@ -41,7 +41,7 @@ from db import models as m
 from db.store import Store
 from probes import outcomes as O
 from survey.evidence import queries
-from survey.evidence.ingest import MATRIX_VERSION, WRITES, forget_writes
+from survey.evidence.ingest import MATRIX_VERSION, WRITES, forget_writes, intern_texts
 from survey.verdicts import cells as cells_mod
 from survey.verdicts import facts as facts_mod
 from survey.verdicts import modes, stability
@@ -136,6 +136,33 @@ def matching(backend: str | None = None, mode: str | None = None, outcome: str |
     return exists().where(m.Cell.slot_id == m.Slot.id, *conds)
 
 
+def measured_slots(s: Session, backend: str, mode: str | None, verdicts: Iterable[Acceptance],
+                   limit: int) -> tuple[list[dict[str, Any]], int]:
+    """The first ``limit`` slots (every scope, in matrix order) whose stored cell of
+    (``backend``, ``mode``: the mode's argument, None for none) has one of ``verdicts``,
+    as matrix rows' keys (candidate, scope, platform, platform_label, triton_version,
+    verdict_source), and how many slots have one: what ``survey check`` names where else
+    a backend or mode is, without a matrix of every slot (read them only while
+    :func:`current`)."""
+    wanted = sorted(str(v) for v in verdicts)
+    where = (m.Cell.backend == backend, m.Cell.mode == queries.mode_label(mode), m.Cell.verdict.in_(wanted))
+    q = (select(m.Candidate.name, m.Candidate.scope, m.Platform.key, m.Platform.vendor, m.Platform.model,
+                m.Platform.arch, m.Run.triton_version, m.Cell.verdict_source)
+         .select_from(m.Cell).join(m.Slot, m.Slot.id == m.Cell.slot_id)
+         .join(m.Candidate, m.Candidate.id == m.Slot.candidate_id)
+         .join(m.Run, m.Run.id == m.Slot.complete_run_id)
+         .outerjoin(m.Platform, m.Platform.id == m.Slot.platform_id)
+         .where(*where)
+         .order_by(m.Candidate.position, m.Candidate.id, func.coalesce(m.Platform.key, "")).limit(limit))
+    rows = [{"candidate": name, "scope": scope, "platform": key,
+             "platform_label": queries.slot_platform_label(key, vendor or "", model, arch),
+             "triton_version": version, "verdict_source": source}
+            for name, scope, key, vendor, model, arch, version, source in s.execute(q)]
+    total = len(rows) if len(rows) < limit else int(s.scalar(select(func.count()).select_from(m.Cell).where(*where))
+                                                     or 0)
+    return rows, total
+
+
 def refresh(s: Session, slot_ids: list[int]) -> dict[int, tuple[int, list[dict[str, Any]]]]:
     """Work the cells of these slots out again and store them (no commit); slot id ->
     (its latest complete run, its cells), for the slots that have one."""
@@ -155,8 +182,11 @@ def refresh(s: Session, slot_ids: list[int]) -> dict[int, tuple[int, list[dict[s
         bulk.insert_rows(conn, m.Base.metadata.tables["cells"], rows)  # one executemany
         if slot_runs:
             facts = run_facts(s, runs, worked)
+            parts = {rid: facts[rid].parts() for rid in set(slot_runs.values())}
+            text_ids = intern_texts(conn, {checks for checks, _ in parts.values()})
             conn.execute(insert(m.Base.metadata.tables["slot_facts"]), [
-                {"slot_id": sid, "run_id": rid, "facts": facts[rid].to_text()} for sid, rid in slot_runs.items()])
+                {"slot_id": sid, "run_id": rid, "checks_id": text_ids[parts[rid][0]], "facts": parts[rid][1]}
+                for sid, rid in slot_runs.items()])
         out.update((sid, (rid, worked[rid])) for sid, rid in slot_runs.items())
     return out
 
@@ -174,13 +204,19 @@ def run_facts(s: Session, runs: dict[int, m.Run],
 def stored_facts(s: Session, slot_ids: Iterable[int]) -> dict[int, facts_mod.Facts]:
     """Slot id -> its stored facts (read them only while :func:`current`)."""
     ids = sorted(set(slot_ids))
-    out: dict[int, facts_mod.Facts] = {}
-    read: dict[str, dict[str, str]] = {}  # each check text once (a table of 27,000 slots: 0.45 -> 0.1 s)
+    kept: list[Any] = []
     for first in range(0, len(ids), CHUNK):
-        for sid, text in s.execute(select(m.SlotFacts.slot_id, m.SlotFacts.facts)
-                                   .where(m.SlotFacts.slot_id.in_(ids[first:first + CHUNK]))):
-            out[sid] = facts_mod.Facts.from_text(text, read)
-    return out
+        kept += s.execute(select(m.SlotFacts.slot_id, m.SlotFacts.checks_id, m.SlotFacts.facts)
+                          .where(m.SlotFacts.slot_id.in_(ids[first:first + CHUNK]))).all()
+    # the checks texts, each read once (27,000 slots of 100,000 runs share 7: as a column of
+    # every row they were 52 MB and half the docs table's time)
+    wanted = sorted({checks_id for _, checks_id, _ in kept})
+    bodies: dict[int, str] = {}
+    for first in range(0, len(wanted), CHUNK):
+        bodies.update((i, body) for i, body in s.execute(select(m.StoredText.id, m.StoredText.body)
+                                                          .where(m.StoredText.id.in_(wanted[first:first + CHUNK]))))
+    read: dict[str, dict[str, str]] = {}  # each checks text parsed once (a table of 27,000 slots: 0.45 -> 0.1 s)
+    return {sid: facts_mod.Facts.from_parts(bodies[checks_id], rest, read) for sid, checks_id, rest in kept}
 
 
 _ENUMS = ("verdict", "here", "cause")  # the keys whose values are enums (stored_cells reads them back)
