@@ -209,8 +209,9 @@ class Cell(Base):
     work the rows out from the runs."""
 
     __tablename__ = "cells"
-    # a filter's slots, by the value (a filtered page's count: migration 0011)
-    __table_args__ = (Index("ix_cells_backend", "backend", "mode", "slot_id"),
+    # a filter's slots, by the value (a filtered page's count: migration 0011; survey check's
+    # where else: 0013)
+    __table_args__ = (Index("ix_cells_backend", "backend", "mode", "verdict", "slot_id"),
                       Index("ix_cells_outcome", "outcome", "slot_id"), Index("ix_cells_verdict", "verdict", "slot_id"),
                       _CHILD)
 

@@ -184,6 +184,28 @@ def test_a_request_reads_its_own_slots_on_a_store_of_a_thousand_runs(big_store: 
     r = c.get("/matrix.json?candidate=scale-nope")  # a name that is not stored: the answer lists the stored
     assert r.status_code == 422 and "no stored candidate is named 'scale-nope'; one of scale-00000" in r.text
 
+    # `survey check` of a stored candidate looks up its name, and names where else a backend or mode
+    # is from the cells of that backend and mode: it read every candidate, and the whole matrix.
+    from survey.environments import catalog as catalog_mod
+    from survey.flows import check as check_flow
+
+    with store.session() as s:
+        platform = survey_matrix.queries.slots(s, candidate="scale-00042", checks=False)[0].platform_key
+    with statements(store) as seen, runs_loaded() as loaded, store.session() as s:
+        target = check_flow.targets.resolve(s, "scale-00042", catalog_mod.load(None))
+        answers = [check_flow.check_stored(s, "scale-00042", "scale-00042", backend, mode, platform)
+                   for backend, mode in (("rocprofiler", None), ("roctracer", "pcsampling"), ("cupti", "pcsampling"))]
+    assert target.how == "stored" and {a.cause for a in answers} >= {"backend_absent", "mode_refused"}
+    assert len(loaded) <= 10 and len(seen) <= MAX_STATEMENTS * len(answers), (len(loaded), len(seen))
+    assert all("and " in a.fix and " more" in a.fix for a in answers if a.cause == "backend_absent")
+    where_else = [(st, p) for st, p in seen if "cells.verdict IN" in st and "count(" not in st]
+    assert where_else
+    if store.engine.dialect.name == "sqlite":  # PostgreSQL plans a store this small by its statistics
+        assert all("ix_cells_backend (backend=? AND mode=? AND verdict=?)" in plan_of(store, st, p)
+                   for st, p in where_else), [plan_of(store, st, p) for st, p in where_else]
+    assert full_scans(store, seen, GROWING + ("candidates",)) == [], "\n\n".join(
+        full_scans(store, seen, GROWING + ("candidates",)))
+
     # A write reads what it writes, not the store: a batch of eight reports of stored candidates
     # and platforms (as uploads that arrive together are) sends no more SELECTs than a batch of one,
     # a look-up per kind of row and not per report; none of them scans a growing table; and the
