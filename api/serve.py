@@ -140,8 +140,8 @@ def _route_once(app: Any) -> None:
 
     async def receive() -> dict[str, Any]:
         nonlocal sent
-        if sent:
-            await asyncio.Event().wait()  # the client stays (the app never waits for it here)
+        if sent:  # asked again: the request was read whole, so the client has gone (never a wait)
+            return {"type": "http.disconnect"}
         sent = True
         return {"type": "http.request", "body": b"", "more_body": False}
 

@@ -82,8 +82,8 @@ def stored_cells(s: Session, slot_ids: Iterable[int]) -> dict[int, list[dict[str
     ids = sorted(set(slot_ids))
     out: dict[int, list[dict[str, Any]]] = {}
     # Cells repeat from slot to slot (every slot of an image says the same of most of its
-    # (backend, mode) pairs): each distinct one is built once (the 380,016 cells of a
-    # 100,000-run store are 41), not once per slot.
+    # (backend, mode) pairs): each distinct one is built once (the 380,016 cells of the
+    # scale benchmark's 100,000 runs are 41), not once per slot.
     made: dict[tuple[Any, ...], dict[str, Any]] = {}
     texts: dict[str, str] = {}  # and cells that differ (a capture's numbers) share their texts
     for first in range(0, len(ids), CHUNK):
