@@ -42,7 +42,7 @@ from db.store import Store
 from survey.evidence import copies
 from survey.evidence.ingest import ingest
 from tests.conftest import report_bytes, survey_cli
-from tests.pgserver import PgServer, find_bindir, not_installed_reason
+from tests.pgserver import PgServer
 from tests.test_api_hostile import Server
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -201,20 +201,15 @@ def test_the_store_replaced_twenty_times_under_four_uploaders(tmp_path: Path) ->
 
 # --------------------------------------------------------------------------- a frozen PostgreSQL
 @pytest.fixture
-def own_pg() -> Iterator[PgServer]:
-    """A PostgreSQL server of this test's own: it is frozen and thawed."""
-    bindir = find_bindir()
-    if bindir is None:
-        pytest.skip(not_installed_reason())
-    server = PgServer(bindir)
+def own_pg(own_pg: PgServer) -> Iterator[PgServer]:
+    """The test's own PostgreSQL server (tests/conftest.py), which it freezes: thawed before
+    it is stopped."""
     try:
-        yield server.start()
+        yield own_pg
     finally:
-        pids = _server_pids(server)
-        for pid in pids:
+        for pid in _server_pids(own_pg):
             with _gone():
                 os.kill(pid, signal.SIGCONT)
-        server.stop()
 
 
 class _gone:
