@@ -30,7 +30,6 @@ from urllib.parse import parse_qs, urlsplit
 
 import httpx
 import pytest
-import uvicorn
 from sqlalchemy import event
 
 from api.app import create_app
@@ -43,7 +42,7 @@ from survey.evidence.ingest import ingest, record_failure
 from survey.render import table as table_mod
 from survey.verdicts import matrix as survey_matrix
 from tests.conftest import Clock, no_traceback, report_bytes, survey_cli, wait_until_serving
-from tests.helpers.api import TOKEN, Client, Text, assert_error
+from tests.helpers.api import TOKEN, Client, Server, Text, assert_error
 
 # The API fixtures of test_api (an app over a store, called through httpx's ASGI transport).
 
@@ -439,34 +438,6 @@ def test_time_zone_offsets_are_kept(store: Store, make_client: Any) -> None:
 
 
 # --------------------------------------------------------------------------- 4. request bodies
-class Server:
-    """The real app under uvicorn on 127.0.0.1 (an ephemeral port), in a thread."""
-
-    def __init__(self, app: Any):
-        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        sock.bind(("127.0.0.1", 0))
-        self.port = sock.getsockname()[1]
-        self.sock = sock
-        self.server = uvicorn.Server(uvicorn.Config(app, log_config=None, access_log=False, lifespan="on"))
-        self.thread = threading.Thread(target=self.server.run, kwargs={"sockets": [sock]}, daemon=True)
-
-    def __enter__(self) -> Server:
-        self.thread.start()
-        deadline = time.monotonic() + 20
-        while not self.server.started:
-            assert time.monotonic() < deadline and self.thread.is_alive(), "uvicorn did not start"
-            time.sleep(0.02)
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.server.should_exit = True
-        self.thread.join(20)
-        self.sock.close()
-
-    def connect(self) -> socket.socket:
-        return socket.create_connection(("127.0.0.1", self.port), timeout=30)
-
-
 def read_response(conn: socket.socket) -> tuple[int, dict[str, str], bytes]:
     data = b""
     while b"\r\n\r\n" not in data:

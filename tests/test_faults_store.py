@@ -42,8 +42,8 @@ from db.store import Store
 from survey.evidence import copies
 from survey.evidence.ingest import ingest
 from tests.conftest import report_bytes, survey_cli
+from tests.helpers.api import Server
 from tests.pgserver import PgServer
-from tests.test_api_hostile import Server
 
 ROOT = Path(__file__).resolve().parents[1]
 TOKEN = "faults-token"

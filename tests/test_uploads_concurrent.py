@@ -16,7 +16,7 @@ from api.app import create_app
 from db import models as m
 from db.store import Store
 from tests.conftest import report_bytes
-from tests.test_api_hostile import Server
+from tests.helpers.api import Server
 
 pytestmark = pytest.mark.both_stores  # the store itself is under test
 

@@ -1,14 +1,19 @@
 """The service called as a client calls it: over HTTP (httpx through the ASGI
-transport), the shared error format, the text a person sees in a page. The fixtures
+transport, or the real app under uvicorn on loopback: :class:`Server`), the shared
+error format, the text a person sees in a page. The fixtures
 that make clients (``portal``, ``make_client``, ``client``) are in tests/conftest.py."""
 
 from __future__ import annotations
 
 import functools
+import socket
+import threading
+import time
 from html.parser import HTMLParser
 from typing import Any
 
 import httpx
+import uvicorn
 
 TOKEN = "s3cret-token"
 
@@ -81,3 +86,31 @@ class Text(HTMLParser):
     @property
     def text(self) -> str:
         return " ".join(" ".join(self.parts).split())
+
+
+class Server:
+    """The real app under uvicorn on 127.0.0.1 (an ephemeral port), in a thread."""
+
+    def __init__(self, app: Any):
+        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        sock.bind(("127.0.0.1", 0))
+        self.port = sock.getsockname()[1]
+        self.sock = sock
+        self.server = uvicorn.Server(uvicorn.Config(app, log_config=None, access_log=False, lifespan="on"))
+        self.thread = threading.Thread(target=self.server.run, kwargs={"sockets": [sock]}, daemon=True)
+
+    def __enter__(self) -> Server:
+        self.thread.start()
+        deadline = time.monotonic() + 20
+        while not self.server.started:
+            assert time.monotonic() < deadline and self.thread.is_alive(), "uvicorn did not start"
+            time.sleep(0.02)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.server.should_exit = True
+        self.thread.join(20)
+        self.sock.close()
+
+    def connect(self) -> socket.socket:
+        return socket.create_connection(("127.0.0.1", self.port), timeout=30)
