@@ -21,6 +21,7 @@ import json
 import logging
 import os
 import shutil
+import subprocess
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -32,6 +33,7 @@ from db.store import Store
 from tests.helpers import scheduling
 from tests.pgserver import PgServer, find_bindir, not_installed_reason
 
+ROOT = Path(__file__).resolve().parents[1]
 FIXTURES = Path(__file__).parent / "fixtures"
 REPORTS = FIXTURES / "reports"
 
@@ -291,6 +293,21 @@ def filled_store(store: Store) -> Store:
                    kind="pip", spec={"pip": f"triton=={v}"}, position=pos, source="ingest",
                    scope="catalog")
     return store
+
+
+@pytest.fixture(scope="session")
+def images() -> Iterator[list[str]]:
+    """The podman tier's test images (tests/helpers/images.py): build (or reuse) them with
+    .ci/build-images; skip only if podman cannot run here at all."""
+    with pytest.MonkeyPatch.context() as mp:
+        if not os.environ.get("CONTAINERS_CONF"):
+            mp.setenv("CONTAINERS_CONF", str(ROOT / ".ci" / "containers.conf"))
+        proc = subprocess.run([str(ROOT / ".ci" / "build-images")], capture_output=True, text=True, timeout=1800)
+        if proc.returncode == 69:
+            pytest.skip(f"podman cannot run here: {proc.stderr.strip()[-500:]}")
+        if proc.returncode != 0:
+            pytest.fail(f".ci/build-images failed (exit {proc.returncode}):\n{proc.stderr[-3000:]}")
+        yield proc.stdout.split()
 
 
 class CliResult:

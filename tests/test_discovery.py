@@ -30,8 +30,8 @@ from survey.environments import catalog as catalog_mod
 from survey.environments import discovery
 from survey.environments.catalog import Entry
 from tests.conftest import survey_cli
+from tests.helpers.images import IMG, digest_of, podman
 from tests.pyindex import LocalIndex, Receiver, build_wheel, closed_port, fake_triton_wheel
-from tests.test_images import IMG, digest_of, images, podman  # noqa: F401 (images: the podman tier's fixture)
 
 SECRET = "webhook-secret-for-tests"
 HERE = discovery.target_python(None)
@@ -401,7 +401,7 @@ def test_real_triton_wheels_from_a_local_index(hermetic_pip: Path, monkeypatch: 
 
 # --------------------------------------------------------------------------- an image tag that moves
 @pytest.mark.podman
-def test_a_tracked_tag_is_one_candidate_per_digest(tmp_path: Path, images: list[str],  # noqa: F811
+def test_a_tracked_tag_is_one_candidate_per_digest(tmp_path: Path, images: list[str],
                                                     monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("CONTAINERS_CONF", os.environ.get("CONTAINERS_CONF") or
                        str(Path(__file__).resolve().parents[1] / ".ci" / "containers.conf"))

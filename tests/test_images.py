@@ -9,7 +9,6 @@ image whose python3 hangs in the probe (a wrapper in /usr/local/bin).
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import threading
 from collections.abc import Iterator
@@ -30,36 +29,12 @@ from survey.environments.launchers.pip import PipLauncher
 from survey.evidence import queries
 from survey.flows.run import Outcome, ProbeSettings, run_survey, survey_one
 from survey.verdicts import diff as survey_diff
+from tests.helpers.images import IMG, digest_of, podman
 
 pytestmark = pytest.mark.podman
 
-REPO = Path(__file__).resolve().parents[1]
-BUILD = REPO / ".ci" / "build-images"
-IMG = "localhost/proton-survey-test"
 MOVING = f"{IMG}:moving"
 CHECK_TIMEOUT = 60.0
-
-
-def podman(*args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(["podman", *args], capture_output=True, text=True, timeout=300, check=check)
-
-
-@pytest.fixture(scope="session")
-def images() -> Iterator[list[str]]:
-    """Build (or reuse) the test images; skip only if podman cannot run here at all."""
-    with pytest.MonkeyPatch.context() as mp:
-        if not os.environ.get("CONTAINERS_CONF"):
-            mp.setenv("CONTAINERS_CONF", str(REPO / ".ci" / "containers.conf"))
-        proc = subprocess.run([str(BUILD)], capture_output=True, text=True, timeout=1800)
-        if proc.returncode == 69:
-            pytest.skip(f"podman cannot run here: {proc.stderr.strip()[-500:]}")
-        if proc.returncode != 0:
-            pytest.fail(f".ci/build-images failed (exit {proc.returncode}):\n{proc.stderr[-3000:]}")
-        yield proc.stdout.split()
-
-
-def digest_of(ref: str) -> str:
-    return podman("image", "inspect", "--format", "{{.Digest}}", ref).stdout.strip()
 
 
 def id_of(ref: str) -> str:

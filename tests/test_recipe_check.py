@@ -28,8 +28,7 @@ from survey.evidence import identity, queries
 from survey.evidence.ingest import ingest
 from tests.conftest import report_bytes, survey_cli
 from tests.envs import fake_triton
-from tests.test_images import IMG
-from tests.test_images import images as images  # the podman tier's image fixture
+from tests.helpers.images import IMG
 from tests.test_recipe_links import installed_aorta, link
 
 FIX = Path(__file__).parent / "fixtures" / "aorta"

@@ -1,3 +1,4 @@
 """Helpers that more than one test file uses (fixtures are in tests/conftest.py):
-``api`` the service's clients and pages, ``probe`` running the probe as the host does.
+``api`` the service's clients and pages, ``images`` the podman tier's test images,
+``probe`` running the probe as the host does.
 Environments (fake Triton packages, venvs from PyPI) are in tests/envs.py."""
