@@ -295,6 +295,21 @@ def filled_store(store: Store) -> Store:
     return store
 
 
+# The candidate that ``h200_store`` holds.
+H200 = "h200.triton-3.6.0"
+
+
+@pytest.fixture
+def h200_store(store: Store) -> Store:
+    """The real H200 report (tests/fixtures/reports/README.md) as H200: live ok checks and GELU captures."""
+    from survey.evidence.ingest import ingest
+
+    with store.session() as s:
+        ingest(s, report_bytes("h200-triton-3.6.0.json"), candidate=H200, label="Triton 3.6.0 on an H200",
+               kind="python", source="ingest", scope="catalog")
+    return store
+
+
 @pytest.fixture(scope="session")
 def images() -> Iterator[list[str]]:
     """The podman tier's test images (tests/helpers/images.py): build (or reuse) them with

@@ -38,7 +38,7 @@ from survey.verdicts import matrix as survey_matrix
 from survey.verdicts import modes as survey_verdicts
 from survey.verdicts import vocabulary
 from survey.verdicts.verdict import runs_here
-from tests.conftest import Clock, report_bytes, survey_cli
+from tests.conftest import H200, Clock, report_bytes, survey_cli
 from tests.helpers.api import TOKEN, Client, Text, assert_error
 
 VERSIONS = ("3.6.0", "3.7.1", "3.8.0", "3.9.0")
@@ -659,37 +659,25 @@ def test_the_check_form_offers_choices(client: Client) -> None:
 
 
 # --------------------------------------------------------------------------- GPU evidence
-H200 = "h200.triton-3.6.0"
-
-
-@pytest.fixture
-def gpu_store(store: Store) -> Store:
-    """The real H200 report (tests/fixtures/reports/README.md): live ok checks and GELU captures."""
-    with store.session() as s:
-        ingest(s, report_bytes("h200-triton-3.6.0.json"), candidate=H200, label="Triton 3.6.0 on an H200",
-               kind="python", source="ingest", scope="catalog")
-    return store
-
-
 @pytest.mark.parametrize("backend,mode,exit_code,words", [
     ("cupti", None, exitcodes.OK, "a GELU capture recorded 50 kernel launches"),
     ("cupti", "pcsampling", exitcodes.OK, "a GELU capture recorded 50 kernel launches"),
     ("cupti", "periodic_flushing", exitcodes.CANNOT_RUN, "refuses `cupti` with mode `periodic_flushing`"),
     ("instrumentation", "mma", exitcodes.NOT_ENOUGH_EVIDENCE, "the GELU capture recorded no kernel"),
 ])
-def test_gpu_check(gpu_store: Store, make_client: Any, backend: str, mode: str | None, exit_code: int,
+def test_gpu_check(h200_store: Store, make_client: Any, backend: str, mode: str | None, exit_code: int,
                    words: str, clock: Clock) -> None:
-    c = make_client(gpu_store)
+    c = make_client(h200_store)
     body = c.get(f"/check.json?target={H200}&backend={backend}" + (f"&mode={mode}" if mode else "")).json()
-    want = check_target(gpu_store, H200, backend, mode).as_dict()
+    want = check_target(h200_store, H200, backend, mode).as_dict()
     assert body["exit_code"] == want["exit_code"] == exit_code and words in body["reason"]
     # the CLI adds one note: it could not obtain the ingested environment here
     assert want["details"][-1].startswith(f"{H200} cannot be obtained here")
     assert {k: v for k, v in body.items() if k != "details"} == {k: v for k, v in want.items() if k != "details"}
 
 
-def test_gpu_matrix_and_run_page_show_the_captures(gpu_store: Store, make_client: Any) -> None:
-    c = make_client(gpu_store)
+def test_gpu_matrix_and_run_page_show_the_captures(h200_store: Store, make_client: Any) -> None:
+    c = make_client(h200_store)
     rows = c.get("/matrix.json?backend=cupti").json()["rows"]
     ok = rows[0]
     assert (ok["mode"], ok["outcome"], ok["verdict"], ok["verdict_source"]) == ("none", "ok", "accepted", "live")

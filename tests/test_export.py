@@ -14,7 +14,6 @@ from survey.core import exitcodes
 from survey.render.frame import COLUMNS, evidence_frame
 from survey.verdicts import matrix as matrix_mod
 from tests.conftest import survey_cli, survey_fresh
-from tests.test_api import gpu_store  # noqa: F401  (fixture: the H200 report, with captures)
 
 ROOT = Path(__file__).resolve().parents[1]
 KEY = ["candidate", "platform", "backend", "mode", "check"]
@@ -37,8 +36,8 @@ def test_one_row_per_environment_platform_backend_mode_and_check(filled_store: S
     assert first["date"] == pd.Timestamp(row["date"])
 
 
-def test_captures_are_rows_of_their_own(gpu_store: Store) -> None:  # noqa: F811
-    df = evidence_frame(gpu_store)
+def test_captures_are_rows_of_their_own(h200_store: Store) -> None:
+    df = evidence_frame(h200_store)
     caps = df[df.check == "capture"]
     ok = caps[(caps.backend == "cupti") & (caps["mode"] == "none")]
     assert ok[["outcome", "kernel_count"]].values.tolist() == [["ok", 50]]

@@ -17,8 +17,7 @@ from probes import outcomes as O
 from survey.core import exitcodes
 from survey.verdicts.modes import Acceptance
 from survey.verdicts.verdict import OUTCOME_CAUSES, Cause, CheckResult, Verdict
-from tests.conftest import survey_cli
-from tests.test_api import H200, gpu_store  # noqa: F401  (the fixture)
+from tests.conftest import H200, survey_cli
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -149,16 +148,16 @@ def test_the_scan_finds_a_spelled_verdict(tmp_path: Path) -> None:
 
 
 # --------------------------------------------------------------------------- one model, three faces
-def test_cli_json_check_json_and_openapi_are_one_model(gpu_store: Any, make_client: Any) -> None:  # noqa: F811
+def test_cli_json_check_json_and_openapi_are_one_model(h200_store: Any, make_client: Any) -> None:
     schema = CheckResult.model_json_schema(mode="serialization")
     cli = survey_cli("check", H200, "--backend", "cupti", "--mode", "periodic_flushing", "--json",
-                     "--db", gpu_store.url)
+                     "--db", h200_store.url)
     printed = json.loads(cli.stdout)
     assert cli.returncode == exitcodes.CANNOT_RUN == printed["exit_code"]
     jsonschema.validate(printed, schema)
     assert CheckResult.model_validate({k: v for k, v in printed.items() if k != "exit_code"}).as_dict() == printed
 
-    c = make_client(gpu_store)
+    c = make_client(h200_store)
     body = c.get(f"/check.json?target={H200}&backend=cupti&mode=periodic_flushing").json()
     jsonschema.validate(body, schema)
     assert (body["verdict"], body["cause"]) == (printed["verdict"], printed["cause"]) == ("cannot_run",
