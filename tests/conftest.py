@@ -325,6 +325,19 @@ def images() -> Iterator[list[str]]:
         yield proc.stdout.split()
 
 
+@pytest.fixture
+def shared_dir() -> Iterator[Path]:
+    """A directory the unprivileged child (``unprivileged``, tests/helpers/store.py) can
+    reach (pytest's tmp_path is root's 0700)."""
+    d = Path(tempfile.mkdtemp(prefix="proton-survey-ro-"))
+    os.chmod(d, 0o755)
+    yield d
+    for p in [d, *d.rglob("*")]:
+        if p.is_dir():
+            os.chmod(p, 0o755)
+    shutil.rmtree(d)
+
+
 class CliResult:
     def __init__(self, returncode: int, stdout: str, stderr: str):
         self.returncode, self.stdout, self.stderr = returncode, stdout, stderr

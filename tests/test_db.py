@@ -10,16 +10,11 @@ import hashlib
 import json
 import os
 import pwd
-import select
-import shutil
-import signal
 import sqlite3
 import subprocess
 import sys
-import tempfile
 import threading
-import traceback
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -32,8 +27,8 @@ from sqlalchemy.exc import OperationalError
 from db.models import Base
 from db.store import NewerDatabaseError, NoStoreError, Store, StoreError, ensure_schema, head_revision, mask_url
 from survey.evidence import queries
-from survey.render import docs_table
 from tests.conftest import Clock, report_bytes, survey_cli
+from tests.helpers.store import filled_sqlite, read_rows, unprivileged
 from tests.pgserver import PgServer
 
 pytestmark = pytest.mark.both_stores  # the store itself is under test
@@ -325,26 +320,6 @@ def test_a_reader_opens_an_existing_store(store_url: str) -> None:
 
 
 # --------------------------------------------------------------------------- read-only SQLite
-def filled_sqlite(path: Path) -> list[dict[str, Any]]:
-    """A SQLite store holding two real reports, cleanly closed (no -wal/-shm left);
-    returns its table rows as read by its writer."""
-    from survey.evidence.ingest import ingest
-
-    store = Store(f"sqlite:///{path}")
-    for v in ("3.8.0", "3.9.0"):
-        with store.session() as s:
-            ingest(s, report_bytes(f"cpu-triton-{v}.json"), candidate=f"triton-{v}", scope="catalog")
-    rows = read_rows(store)
-    store.close()
-    assert sorted(p.name for p in path.parent.iterdir()) == [path.name]
-    return rows
-
-
-def read_rows(store: Store) -> list[dict[str, Any]]:
-    with store.session() as s:
-        return [dict(r) for r in docs_table.table_rows(s, "all")]
-
-
 def sha256(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
@@ -359,53 +334,6 @@ def test_a_read_only_uri_is_honoured_even_as_root(tmp_path: Path) -> None:
         s.execute(text("DELETE FROM meta"))
     store.close()
     assert sha256(path) == before
-
-
-def unprivileged(fn: Callable[[], Any], timeout: float = 60) -> Any:
-    """``fn()`` in a forked child that may not write what root owns: as root the child
-    becomes ``nobody`` (root ignores file modes, so a 0444 file would prove nothing).
-    Returns fn's result (JSON), or raises with the child's traceback."""
-    nobody = pwd.getpwnam("nobody") if os.geteuid() == 0 else None
-    r, w = os.pipe()
-    pid = os.fork()
-    if pid == 0:  # child
-        try:
-            os.close(r)
-            if nobody is not None:
-                os.setgroups([])
-                os.setgid(nobody.pw_gid)
-                os.setuid(nobody.pw_uid)
-            payload = {"ok": fn()}
-        except BaseException:
-            payload = {"error": traceback.format_exc()}
-        with os.fdopen(w, "w") as f:
-            json.dump(payload, f, default=str)
-        os._exit(0)
-    os.close(w)
-    with os.fdopen(r) as f:
-        ready, _, _ = select.select([f], [], [], timeout)
-        if not ready:
-            os.kill(pid, signal.SIGKILL)
-            os.waitpid(pid, 0)
-            raise AssertionError(f"the unprivileged reader did not answer in {timeout} s")
-        data = f.read()
-    os.waitpid(pid, 0)
-    payload = json.loads(data)
-    if "error" in payload:
-        raise AssertionError("in the unprivileged reader:\n" + payload["error"])
-    return payload["ok"]
-
-
-@pytest.fixture
-def shared_dir() -> Iterator[Path]:
-    """A directory the unprivileged child can reach (pytest's tmp_path is root's 0700)."""
-    d = Path(tempfile.mkdtemp(prefix="proton-survey-ro-"))
-    os.chmod(d, 0o755)
-    yield d
-    for p in [d, *d.rglob("*")]:
-        if p.is_dir():
-            os.chmod(p, 0o755)
-    shutil.rmtree(d)
 
 
 def read_as_unprivileged(url: str) -> dict[str, Any]:

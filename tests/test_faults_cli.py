@@ -23,11 +23,9 @@ import pytest
 from db.store import Store
 from survey.environments.launchers.pip import PipLauncher
 from survey.render.escape import link_target
-from tests import test_db
 from tests.conftest import report_bytes, survey_cli
-from tests.test_secrets import stored_text
+from tests.helpers.store import filled_sqlite, stored_text, unprivileged
 
-shared_dir, unprivileged = test_db.shared_dir, test_db.unprivileged
 SECRET = "s3cr3t-pw"
 
 
@@ -48,7 +46,7 @@ def free_port() -> int:
 def damaged(path: Path) -> None:
     """A store that opens (its schema and revision read) and whose evidence does not: the
     first pages of its tables of evidence are garbage, as a disk may leave them."""
-    test_db.filled_sqlite(path)
+    filled_sqlite(path)
     with contextlib.closing(sqlite3.connect(path)) as conn:
         roots = conn.execute("SELECT tbl_name, rootpage FROM sqlite_master WHERE rootpage > 0").fetchall()
     data = bytearray(path.read_bytes())
@@ -93,7 +91,7 @@ def test_a_store_this_user_may_not_read_is_exit_74(command: str, shared_dir: Pat
     if os.geteuid() != 0:
         pytest.skip("needs root, to become an unprivileged user")
     path = shared_dir / "s.db"
-    test_db.filled_sqlite(path)
+    filled_sqlite(path)
     os.chmod(path, 0o000)
     argv = commands(f"sqlite:///{path}", shared_dir)[command]
     got = unprivileged(lambda: vars(survey_cli(*argv)))

@@ -13,25 +13,15 @@ from typing import Any
 
 from sqlalchemy import text
 
-from db import compression
 from db.store import Store
 from survey.core.credentials import mask, mask_text
 from survey.evidence.identity import PlatformId
 from survey.evidence.ingest import record_failure
 from tests.conftest import survey_cli
+from tests.helpers.store import stored_text
 
 SECRET = "hunter2"
 INDEX = f"http://alice:{SECRET}@127.0.0.1:9/simple"  # nothing listens on port 9: pip fails at once
-
-
-def stored_text(store: Store) -> str:
-    """Every text the store holds about candidates and runs, in one string."""
-    with store.engine.connect() as conn:
-        rows = [conn.execute(text(q)).all() for q in (
-            "SELECT name, label, kind, spec FROM candidates", "SELECT error, error_key FROM runs",
-            "SELECT resolved, label FROM environments")]
-        reports = [compression.decompress(body).decode() for (body,) in conn.execute(text("SELECT body FROM reports"))]
-    return repr(rows) + repr(reports)  # the report text is stored compressed (db.models.Report)
 
 
 def test_a_catalog_index_password_is_never_stored_shown_or_published(store_url: str, tmp_path: Path,

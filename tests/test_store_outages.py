@@ -31,12 +31,10 @@ from api.app import create_app
 from db import models as m
 from db.store import Store
 from survey.evidence.ingest import ingest
-from tests import test_db
 from tests.conftest import no_traceback, report_bytes, survey_cli
 from tests.helpers.api import TOKEN
+from tests.helpers.store import filled_sqlite, unprivileged
 from tests.pgserver import PgServer
-
-unprivileged, shared_dir = test_db.unprivileged, test_db.shared_dir
 
 
 def one_line_error(r: httpx.Response, status: int) -> dict[str, Any]:
@@ -191,7 +189,7 @@ def test_a_full_disk_during_survey_run_is_one_line_and_nothing_half_written(smal
 def test_a_read_only_sqlite_store_is_served_and_checked_read_only(shared_dir: Path) -> None:
     d = shared_dir / "ro"
     d.mkdir()
-    test_db.filled_sqlite(d / "s.db")
+    filled_sqlite(d / "s.db")
     os.chmod(d / "s.db", 0o444)
     os.chmod(d, 0o555)
     url = f"sqlite:///{d / 's.db'}"
@@ -244,7 +242,7 @@ def test_a_read_only_postgresql_database_refuses_uploads_with_403(pg_server: PgS
 def test_the_cli_says_a_read_only_store_cannot_be_written_in_one_line(shared_dir: Path) -> None:
     d = shared_dir / "ro"
     d.mkdir()
-    test_db.filled_sqlite(d / "s.db")
+    filled_sqlite(d / "s.db")
     os.chmod(d / "s.db", 0o444)
     os.chmod(d, 0o555)
     report = shared_dir / "r.json"
