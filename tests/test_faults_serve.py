@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from db.store import Store
-from tests.test_serve_limits import Served, answer
+from tests.helpers.serve import Served, answer
 
 
 @pytest.fixture

@@ -8,9 +8,7 @@ connections past ``--max-connections`` are answered 503 and closed, and killing 
 
 from __future__ import annotations
 
-import os
 import re
-import signal
 import socket
 import subprocess
 import sys
@@ -22,40 +20,9 @@ import httpx
 import pytest
 
 from db.store import Store
-from tests.conftest import wait_until_serving
+from tests.helpers.serve import Served, answer
 
 ROOT = Path(__file__).resolve().parents[1]
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-class Served:
-    def __init__(self, db: str, log: Path, *args: str):
-        self.port = free_port()
-        self.log = log
-        with log.open("wb") as out:
-            self.proc = subprocess.Popen([sys.executable, "-m", "survey", "serve", "--db", db, "--port",
-                                          str(self.port), *args], cwd=ROOT, stdout=out, stderr=subprocess.STDOUT,
-                                         start_new_session=True)
-        wait_until_serving(self.proc, f"http://127.0.0.1:{self.port}", log)
-
-    def connect(self) -> socket.socket:
-        return socket.create_connection(("127.0.0.1", self.port), timeout=10)
-
-    def stop(self) -> None:
-        try:
-            os.killpg(self.proc.pid, signal.SIGTERM)  # the process group this test started
-        except ProcessLookupError:
-            pass
-        try:
-            self.proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            os.killpg(self.proc.pid, signal.SIGKILL)
-            self.proc.wait()
 
 
 @pytest.fixture
@@ -63,21 +30,6 @@ def served(filled_store: Store, tmp_path: Path) -> Iterator[Served]:
     srv = Served(filled_store.url, tmp_path / "serve.log")
     yield srv
     srv.stop()
-
-
-def answer(conn: socket.socket, limit_s: float = 30) -> bytes:
-    """Everything the server sends until it closes the connection (at most ``limit_s``)."""
-    conn.settimeout(limit_s)
-    data = b""
-    while True:
-        try:
-            chunk = conn.recv(65536)
-        except (ConnectionResetError, BrokenPipeError):
-            break
-        if not chunk:
-            break
-        data += chunk
-    return data
 
 
 def test_a_request_head_sent_a_byte_at_a_time_is_cut_off(served: Served) -> None:

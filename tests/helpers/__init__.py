@@ -1,5 +1,9 @@
 """Helpers that more than one test file uses (fixtures are in tests/conftest.py):
-``api`` the service's clients and pages, ``images`` the podman tier's test images,
-``probe`` running the probe as the host does, ``store`` stores filled and read as the
-tests need them.
+
+- ``api``: the service's clients and pages;
+- ``images``: the podman tier's test images;
+- ``probe``: running the probe as the host does;
+- ``serve``: ``survey serve`` as a process of its own;
+- ``store``: stores filled and read as the tests need them.
+
 Environments (fake Triton packages, venvs from PyPI) are in tests/envs.py."""
