@@ -22,7 +22,8 @@ from survey.evidence.ingest import MATRIX_VERSION, IngestResult, identify
 from survey.flows.filing import new_filing
 from survey.flows.group_commit import GroupCommit
 from tests.conftest import report_bytes
-from tests.test_summary import NAMES, assert_kept, variant
+from tests.conftest import report_variant as variant
+from tests.helpers.summary import NAMES, assert_kept
 
 pytestmark = pytest.mark.both_stores  # one transaction and its rollback are the store's
 

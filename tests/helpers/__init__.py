@@ -4,6 +4,7 @@
 - ``images``: the podman tier's test images;
 - ``probe``: running the probe as the host does;
 - ``serve``: ``survey serve`` as a process of its own;
-- ``store``: stores filled and read as the tests need them.
+- ``store``: stores filled and read as the tests need them;
+- ``summary``: the stored cells against the cells worked out from the runs.
 
 Environments (fake Triton packages, venvs from PyPI) are in tests/envs.py."""
