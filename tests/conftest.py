@@ -23,7 +23,7 @@ import os
 import shutil
 import subprocess
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -323,6 +323,41 @@ def images() -> Iterator[list[str]]:
         if proc.returncode != 0:
             pytest.fail(f".ci/build-images failed (exit {proc.returncode}):\n{proc.stderr[-3000:]}")
         yield proc.stdout.split()
+
+
+@pytest.fixture
+def static_server(tmp_path: Path) -> Iterator[tuple[Path, Callable[[], str]]]:
+    """A plain static server (``python -m http.server`` on 127.0.0.1) for the directory
+    ``site``, not yet made: yields ``(site, start)``; ``start()`` serves it and returns its URL."""
+    import socket
+    import sys
+    import time
+
+    import httpx
+
+    site = tmp_path / "site"
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    port = sock.getsockname()[1]
+    sock.close()
+    procs: list[subprocess.Popen[bytes]] = []
+
+    def start() -> str:
+        p = subprocess.Popen([sys.executable, "-m", "http.server", str(port), "--bind", "127.0.0.1",
+                              "--directory", str(site)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        procs.append(p)
+        for _ in range(100):
+            try:
+                httpx.get(f"http://127.0.0.1:{port}/", timeout=1)
+                break
+            except httpx.HTTPError:
+                time.sleep(0.05)
+        return f"http://127.0.0.1:{port}"
+
+    yield site, start
+    for p in procs:
+        p.kill()
+        p.wait()
 
 
 @pytest.fixture

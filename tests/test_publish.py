@@ -4,11 +4,8 @@ from __future__ import annotations
 
 import http.server
 import json
-import socket
 import subprocess
 import sys
-import time
-from html.parser import HTMLParser
 from pathlib import Path
 from urllib.parse import urljoin, urlsplit
 
@@ -18,42 +15,7 @@ import pytest
 from api.publish import is_interactive
 from db.store import Store
 from tests.conftest import survey_cli
-
-
-class Links(HTMLParser):
-    def __init__(self) -> None:
-        super().__init__()
-        self.links: list[str] = []
-
-    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
-        self.links += [v for k, v in attrs if k in ("href", "src") and v]
-
-
-@pytest.fixture
-def static_server(tmp_path: Path):  # type: ignore[no-untyped-def]
-    site = tmp_path / "site"
-    sock = socket.socket()
-    sock.bind(("127.0.0.1", 0))
-    port = sock.getsockname()[1]
-    sock.close()
-    procs = []
-
-    def start() -> str:
-        p = subprocess.Popen([sys.executable, "-m", "http.server", str(port), "--bind", "127.0.0.1",
-                              "--directory", str(site)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        procs.append(p)
-        for _ in range(100):
-            try:
-                httpx.get(f"http://127.0.0.1:{port}/", timeout=1)
-                break
-            except httpx.HTTPError:
-                time.sleep(0.05)
-        return f"http://127.0.0.1:{port}"
-
-    yield site, start
-    for p in procs:
-        p.kill()
-        p.wait()
+from tests.helpers.api import Links
 
 
 def test_published_site_serves_every_page_and_link(filled_store: Store, static_server) -> None:  # type: ignore[no-untyped-def]

@@ -17,11 +17,8 @@ import pytest
 from api.publish import is_interactive
 from db.store import Store
 from survey.evidence.ingest import ingest
-from tests import test_publish
 from tests.conftest import report_bytes, survey_cli
-from tests.test_publish import Links
-
-static_server = test_publish.static_server  # the fixture
+from tests.helpers.api import Links
 
 AWKWARD = ["..", "\U0001f642" * 70, "index.html", "..%2F..%2Fpwn2", "a/b", ".", "static", "x" * 200]
 

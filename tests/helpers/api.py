@@ -1,6 +1,6 @@
 """The service called as a client calls it: over HTTP (httpx through the ASGI
 transport, or the real app under uvicorn on loopback: :class:`Server`), the shared
-error format, the text a person sees in a page. The fixtures
+error format, the text a person sees in a page and its links. The fixtures
 that make clients (``portal``, ``make_client``, ``client``) are in tests/conftest.py."""
 
 from __future__ import annotations
@@ -86,6 +86,17 @@ class Text(HTMLParser):
     @property
     def text(self) -> str:
         return " ".join(" ".join(self.parts).split())
+
+
+class Links(HTMLParser):
+    """Every link of a page: the targets of its ``href`` and ``src`` attributes."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.links: list[str] = []
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        self.links += [v for k, v in attrs if k in ("href", "src") and v]
 
 
 class Server:
