@@ -5,8 +5,10 @@ what a broken environment does - hang, die of a signal, print bytes that are not
 UTF-8, fail one way on one attempt and another way on the next (a counter file
 per (backend, mode): deterministic) - so the real probe can be run against it.
 ``fake_interpreter`` makes a venv that sees such a fake (a catalog's ``python =``
-entry). ``pypi_venv`` builds a real venv from a PyPI triton wheel with our own pip
-launcher (cached in SURVEY_CACHE).
+entry). ``installed_aorta`` installs an aorta (its workloads' entry points, its
+``aorta`` command) and ``plugin_dist`` a distribution registering aorta environments,
+read as the real ones are. ``pypi_venv`` builds a real venv from a PyPI triton wheel
+with our own pip launcher (cached in SURVEY_CACHE).
 """
 
 from __future__ import annotations
@@ -155,6 +157,43 @@ def fake_interpreter(root: Path, fake: Path) -> Path:
     [site] = root.glob("lib/python*/site-packages")
     (site / "fake_triton.pth").write_text(str(fake) + "\n")
     return root / "bin" / "python"
+
+
+def installed_aorta(root: Path, version: str) -> Path:
+    """An installed distribution `amd-aorta` whose aorta.workloads entry points name
+    classes of a module beside it, and an `aorta` command shebanged to this Python:
+    an environment, read the way the real one is."""
+    import sys
+
+    site = root / "site"
+    site.mkdir(parents=True)
+    (site / "acme_aorta.py").write_text("class SubprocessWorkload:\n    pass\n\n\nclass GpuSmoke:\n    pass\n\n\n"
+                                        "class Wrapped(SubprocessWorkload):\n    pass\n")
+    info = site / f"amd_aorta-{version}.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: amd-aorta\nVersion: {version}\n")
+    (info / "entry_points.txt").write_text("[aorta.workloads]\n_subprocess = acme_aorta:SubprocessWorkload\n"
+                                           "gpu_smoke = acme_aorta:GpuSmoke\nwrapped = acme_aorta:Wrapped\n")
+    bin_dir = root / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "aorta").write_text(f"#!{sys.executable}\n")
+    (bin_dir / "aorta").chmod(0o755)
+    return site
+
+
+def plugin_dist(root: Path, payloads: dict[str, str], dist: str = "acme-envs") -> Path:
+    """An installed distribution (a dist-info on sys.path) registering
+    aorta.environments entry points: an environment for the loader, not a
+    double of our code."""
+    root.mkdir(parents=True, exist_ok=True)
+    mod = dist.replace("-", "_")
+    (root / f"{mod}.py").write_text("".join(f"{k} = {v}\n" for k, v in payloads.items()))
+    info = root / f"{mod}-1.0.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {dist}\nVersion: 1.0\n")
+    (info / "entry_points.txt").write_text(
+        "[aorta.environments]\n" + "".join(f"{k.lower().replace('_', '-')} = {mod}:{k}\n" for k in payloads))
+    return root
 
 
 def pip_venv(*requirements: str):  # -> Resolved

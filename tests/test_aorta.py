@@ -23,6 +23,7 @@ from survey.aorta import recipe as R
 from survey.aorta.environments import BUILTINS, find_aorta_python, load_environments, load_sidecar
 from survey.aorta.proton_rules import mode_dropped, resolve_auto
 from survey.core.errors import EnvironmentsError, RecipeError
+from tests.envs import plugin_dist
 
 FIX = Path(__file__).parent / "fixtures" / "aorta"
 SIDECAR = FIX / "environments.json"
@@ -307,21 +308,6 @@ def test_sidecar_file_errors(tmp_path: Path) -> None:
     with pytest.raises(EnvironmentsError, match="'triton-3.7.1-venv' registered by both 'sidecar:environments.json' "
                                                 "and 'sidecar:side.json'"):
         load_environments([SIDECAR, dup], entry_points=False)
-
-
-def plugin_dist(root: Path, payloads: dict[str, str], dist: str = "acme-envs") -> Path:
-    """An installed distribution (a dist-info on sys.path) registering
-    aorta.environments entry points: an environment for the loader, not a
-    double of our code."""
-    root.mkdir(parents=True, exist_ok=True)
-    mod = dist.replace("-", "_")
-    (root / f"{mod}.py").write_text("".join(f"{k} = {v}\n" for k, v in payloads.items()))
-    info = root / f"{mod}-1.0.dist-info"
-    info.mkdir()
-    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {dist}\nVersion: 1.0\n")
-    (info / "entry_points.txt").write_text(
-        "[aorta.environments]\n" + "".join(f"{k.lower().replace('_', '-')} = {mod}:{k}\n" for k in payloads))
-    return root
 
 
 def test_entry_points_are_read_in_the_named_python(tmp_path: Path, monkeypatch) -> None:

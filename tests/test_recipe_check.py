@@ -27,9 +27,9 @@ from survey.environments.launchers.python import PythonLauncher
 from survey.evidence import identity, queries
 from survey.evidence.ingest import ingest
 from tests.conftest import report_bytes, survey_cli
-from tests.envs import fake_triton
+from tests.envs import fake_triton, installed_aorta, plugin_dist
+from tests.helpers.aorta import link
 from tests.helpers.images import IMG
-from tests.test_recipe_links import installed_aorta, link
 
 FIX = Path(__file__).parent / "fixtures" / "aorta"
 SIDECAR = FIX / "environments.json"
@@ -424,8 +424,6 @@ def test_survey_run_takes_aorta_environments_as_candidates(store: Store, tmp_pat
 def test_survey_run_reads_aorta_s_registry(store: Store, tmp_path: Path, monkeypatch) -> None:
     """--aorta-registry: the entry points of the Python that runs `aorta` (its shebang),
     no sidecar file."""
-    from tests.test_aorta import plugin_dist
-
     fake = fake_triton(tmp_path / "fake", {"instrumentation": "ok"}, registry=["instrumentation"])
     venv = str(Path(sys.executable).parent.parent)
     site = plugin_dist(tmp_path / "site", {"OURS": repr({"venv": venv, "env": {"PYTHONPATH": str(fake)}})})

@@ -22,7 +22,8 @@ from db.store import Store
 from survey.core import exitcodes
 from survey.evidence.ingest import ingest
 from tests.conftest import report_bytes, survey_cli
-from tests.envs import fake_gpu_stack
+from tests.envs import fake_gpu_stack, installed_aorta
+from tests.helpers.aorta import link
 from tests.helpers.probe import run_probe
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -36,11 +37,6 @@ def cells_of(stdout: str) -> dict[str, dict]:
     rows = json.loads(stdout)
     assert isinstance(rows, list)
     return {r["cell"]: r for r in rows}
-
-
-def link(row: dict, name: str) -> dict:
-    [lk] = [x for x in row["links"] if x["link"] == name]
-    return lk
 
 
 # The command the truth recipes ran (bench/aorta_truth/truth.py: aorta sweep run -- PY workload.py).
@@ -208,26 +204,6 @@ def test_in_process_workloads_get_no_collector(h200: str, monkeypatch) -> None:
     assert "mode: probe" in row["fix"]
     assert (link(row, "start")["answer"], link(row, "capture")["answer"]) == ("yes", "yes")  # Proton would work
     assert got["smoke-no-collector"]["verdict"] == "not_applicable"
-
-
-def installed_aorta(root: Path, version: str) -> Path:
-    """An installed distribution `amd-aorta` whose aorta.workloads entry points name
-    classes of a module beside it, and an `aorta` command shebanged to this Python:
-    an environment, read the way the real one is."""
-    site = root / "site"
-    site.mkdir(parents=True)
-    (site / "acme_aorta.py").write_text("class SubprocessWorkload:\n    pass\n\n\nclass GpuSmoke:\n    pass\n\n\n"
-                                        "class Wrapped(SubprocessWorkload):\n    pass\n")
-    info = site / f"amd_aorta-{version}.dist-info"
-    info.mkdir()
-    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: amd-aorta\nVersion: {version}\n")
-    (info / "entry_points.txt").write_text("[aorta.workloads]\n_subprocess = acme_aorta:SubprocessWorkload\n"
-                                           "gpu_smoke = acme_aorta:GpuSmoke\nwrapped = acme_aorta:Wrapped\n")
-    bin_dir = root / "bin"
-    bin_dir.mkdir()
-    (bin_dir / "aorta").write_text(f"#!{sys.executable}\n")
-    (bin_dir / "aorta").chmod(0o755)
-    return site
 
 
 def test_the_installed_aorta_s_workloads_are_read(h200: str, tmp_path: Path, monkeypatch) -> None:

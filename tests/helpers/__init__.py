@@ -1,5 +1,6 @@
 """Helpers that more than one test file uses (fixtures are in tests/conftest.py):
 
+- ``aorta``: what ``survey check --recipe`` answers of aorta's cells;
 - ``api``: the service's clients and pages;
 - ``images``: the podman tier's test images;
 - ``probe``: running the probe as the host does;
