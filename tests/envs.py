@@ -5,10 +5,11 @@ what a broken environment does - hang, die of a signal, print bytes that are not
 UTF-8, fail one way on one attempt and another way on the next (a counter file
 per (backend, mode): deterministic) - so the real probe can be run against it.
 ``fake_interpreter`` makes a venv that sees such a fake (a catalog's ``python =``
-entry). ``installed_aorta`` installs an aorta (its workloads' entry points, its
-``aorta`` command) and ``plugin_dist`` a distribution registering aorta environments,
-read as the real ones are. ``pypi_venv`` builds a real venv from a PyPI triton wheel
-with our own pip launcher (cached in SURVEY_CACHE).
+entry), ``wrapper`` a shell script running this Python that sees one.
+``installed_aorta`` installs an aorta (its workloads' entry points, its ``aorta``
+command) and ``plugin_dist`` a distribution registering aorta environments, read as
+the real ones are. ``pypi_venv`` builds a real venv from a PyPI triton wheel with our
+own pip launcher (cached in SURVEY_CACHE).
 """
 
 from __future__ import annotations
@@ -157,6 +158,19 @@ def fake_interpreter(root: Path, fake: Path) -> Path:
     [site] = root.glob("lib/python*/site-packages")
     (site / "fake_triton.pth").write_text(str(fake) + "\n")
     return root / "bin" / "python"
+
+
+def wrapper(root: Path, name: str, behaviour: dict[str, str], **env: str) -> Path:
+    """An interpreter (a shell script that runs this Python) that sees its own fake triton."""
+    import sys
+
+    pkg = fake_triton(root / name / "pkg", behaviour)
+    exe = root / name / "bin" / "python"
+    exe.parent.mkdir(parents=True)
+    exports = "".join(f"export {k}='{v}'\n" for k, v in env.items())
+    exe.write_text(f"#!/bin/sh\nexport PYTHONPATH='{pkg}'\n{exports}exec '{sys.executable}' \"$@\"\n")
+    exe.chmod(0o755)
+    return exe
 
 
 def installed_aorta(root: Path, version: str) -> Path:

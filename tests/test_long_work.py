@@ -16,20 +16,9 @@ import pytest
 
 from survey.environments import probe
 from tests.conftest import processes_with, survey_cli
-from tests.envs import fake_triton
+from tests.envs import wrapper
 
 ROOT = Path(__file__).resolve().parents[1]
-
-
-def wrapper(root: Path, name: str, behaviour: dict[str, str], **env: str) -> Path:
-    """An interpreter (a shell script that runs this Python) that sees its own fake triton."""
-    pkg = fake_triton(root / name / "pkg", behaviour)
-    exe = root / name / "bin" / "python"
-    exe.parent.mkdir(parents=True)
-    exports = "".join(f"export {k}='{v}'\n" for k, v in env.items())
-    exe.write_text(f"#!/bin/sh\nexport PYTHONPATH='{pkg}'\n{exports}exec '{sys.executable}' \"$@\"\n")
-    exe.chmod(0o755)
-    return exe
 
 
 def test_progress_in_a_log_is_whole_lines(tmp_path: Path) -> None:

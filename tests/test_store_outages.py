@@ -32,6 +32,7 @@ from db import models as m
 from db.store import Store
 from survey.evidence.ingest import ingest
 from tests.conftest import no_traceback, report_bytes, survey_cli
+from tests.envs import wrapper
 from tests.helpers.api import TOKEN
 from tests.helpers.store import filled_sqlite, unprivileged
 from tests.pgserver import PgServer
@@ -163,8 +164,6 @@ def test_a_full_disk_during_survey_run_is_one_line_and_nothing_half_written(smal
     """`survey run` probes an interpreter (a fake triton: an environment double) into a
     store on a file system that fills up: one line, exit 65, and the store still whole,
     holding what it held before."""
-    from tests.test_long_work import wrapper
-
     url = f"sqlite:///{small_fs / 's.db'}"
     store = Store(url)
     with store.session() as s:
