@@ -32,12 +32,10 @@ from survey.evidence.ingest import ingest
 from survey.flows.run import ProbeSettings, survey_one
 from tests.conftest import report_bytes
 from tests.envs import fake_triton
+from tests.helpers.browser import CHROMIUM, CHROMIUM_ARGS
 
 pytestmark = pytest.mark.browser
 
-CHROMIUM = "/usr/bin/chromium"
-CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-                 "--disable-background-networking", "--disable-component-update", "--disable-sync"]
 VERSIONS = ("3.6.0", "3.7.1", "3.8.0", "3.9.0")
 PAYLOAD = "<script>window.__xss = 1</script>"
 DOUBLE = "python:double-with-script"

@@ -31,6 +31,7 @@ from survey.verdicts import matrix as survey_matrix
 from survey.verdicts import rows as matrix_schema
 from survey.verdicts import vocabulary
 from tests.conftest import report_bytes, survey_cli
+from tests.helpers.browser import CHROMIUM, CHROMIUM_ARGS
 
 ROOT = Path(__file__).resolve().parents[1]
 SCHEMA = ROOT / "schema" / "matrix-rows.v1.schema.json"
@@ -508,8 +509,6 @@ def test_the_markdown_table_fits_1000_px_in_chromium(catalog_store: Store, tmp_p
     kept in the test's directory."""
     from markdown_it import MarkdownIt
     from playwright.sync_api import sync_playwright
-
-    from tests.test_browser import CHROMIUM, CHROMIUM_ARGS
 
     if not os.path.exists(CHROMIUM):
         pytest.fail(f"{CHROMIUM} is missing: apt-get install -y chromium")

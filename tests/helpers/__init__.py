@@ -2,6 +2,7 @@
 
 - ``aorta``: what ``survey check --recipe`` answers of aorta's cells;
 - ``api``: the service's clients and pages;
+- ``browser``: the browser tier's chromium;
 - ``images``: the podman tier's test images;
 - ``probe``: running the probe as the host does;
 - ``serve``: ``survey serve`` as a process of its own;
