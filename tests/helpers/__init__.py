@@ -9,4 +9,4 @@
 - ``store``: stores filled and read as the tests need them;
 - ``summary``: the stored cells against the cells worked out from the runs.
 
-Environments (fake Triton packages, venvs from PyPI) are in tests/envs.py."""
+Environments (fake Triton packages, an installed aorta, venvs from PyPI) are in tests/envs.py."""
