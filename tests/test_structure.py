@@ -228,3 +228,22 @@ def test_the_api_layer_check_sees_a_view_import(tmp_path: Path) -> None:
                     "    from api import app\n")
     assert upward_api_imports([view]) == ["badges.py imports api.app (app is not below badges)",
                                           "badges.py imports api.matrix (matrix is not below badges)"]
+
+
+def cross_test_imports(files: list[Path]) -> list[str]:
+    """Each import of a test file by another test file (what two share is a helper:
+    tests/conftest.py, tests/helpers/, tests/envs.py)."""
+    return [f"{path.name} imports {mod}" for path in files for mod in sorted(imported_modules(path, False))
+            if mod.startswith("tests.test_") and mod.split(".")[1] != path.stem]
+
+
+def test_no_test_file_imports_another() -> None:
+    assert cross_test_imports(sorted((ROOT / "tests").glob("test_*.py"))) == []
+
+
+def test_the_test_import_check_sees_both_forms(tmp_path: Path) -> None:
+    one = tmp_path / "test_one.py"
+    one.write_text("from tests.test_api import gpu_store\n\n\ndef f() -> None:\n    from tests import test_db\n")
+    assert cross_test_imports([one]) == ["test_one.py imports tests.test_api",
+                                        "test_one.py imports tests.test_api.gpu_store",
+                                        "test_one.py imports tests.test_db"]
