@@ -42,6 +42,7 @@ from survey.render import docs_table
 from survey.render import grid as grid_mod
 from survey.verdicts import documented as survey_documented
 from survey.verdicts import matrix as survey_matrix
+from survey.verdicts import summary
 from survey.verdicts.modes import Acceptance
 from survey.verdicts.rows import FIELDS
 
@@ -132,6 +133,8 @@ def warm(store: Store) -> None:
     for one in ({}, {"backend": O.BACKENDS[0]}, {"mode": "none"}, {"outcome": O.OUTCOMES[0]},
                 {"verdict": str(VERDICTS[0])}):
         page_rows(store, {**none, **one}, "catalog", 1, 0)
+    with store.session() as s:  # a page of one slot reads its cells by a list of ids; of consecutive slots, a range
+        summary.stored_cells(s, [1, 2])
 
 
 def build(request: Request, fmt: str, filters: dict[str, str | None], version: str, scope: str,
