@@ -119,8 +119,8 @@ def ingest_cmd(
     db: DbOpt = None,
 ) -> None:
     """Store reports produced elsewhere (a GPU host, a CI job), each on the platform it ran on. Every report is
-    read and checked before anything is stored (400 or more by a process per core); many are stored in batches
-    of 500, one transaction each."""
+    read and checked before anything is stored (400 or more by a process per core), and held meanwhile in about
+    a sixth of its size; many are stored in batches of 500, one transaction each."""
     from survey.core import names
     from survey.environments import catalog as catalog_mod
     from survey.evidence.ingest import IngestResult
