@@ -6,7 +6,6 @@ and datasette answered 400 until a measurement tried it.)"""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import sqlite3
 from pathlib import Path
@@ -16,16 +15,13 @@ from fastapi.testclient import TestClient
 
 from api.app import create_app
 from db.store import Store
+from tests.helpers.scripts import load_script
 
 ROOT = Path(__file__).parent.parent
 
 
 def _bench_api() -> Any:
-    spec = importlib.util.spec_from_file_location("bench_api", ROOT / "bench" / "bench_api.py")
-    assert spec is not None and spec.loader is not None
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return load_script(ROOT / "bench" / "bench_api.py", "bench_api")
 
 
 def test_the_canned_query_answers_as_many_rows_as_the_page(tmp_path: Path) -> None:

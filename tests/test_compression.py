@@ -6,7 +6,6 @@ leaner rows (no library candidates, no second report hash) on both stores, up an
 from __future__ import annotations
 
 import hashlib
-import importlib.util
 import json
 import shutil
 import sqlite3
@@ -26,6 +25,7 @@ from survey.evidence.ingest import Filing, identify, ingest, ingest_many
 from survey.evidence.report import canonical_json
 from survey.verdicts import summary  # as the product writes: each run's cells and facts kept
 from tests.conftest import report_bytes
+from tests.helpers.scripts import load_script
 
 ROOT = Path(__file__).resolve().parents[1]
 # Every dictionary ever shipped, by name, with the sha256 of its bytes: a store holds
@@ -226,10 +226,7 @@ def test_every_report_of_a_store_from_an_old_release_reads_after_the_upgrade(tmp
 
 
 def _generated(n: int) -> list[tuple[Any, Filing]]:
-    spec = importlib.util.spec_from_file_location("bench_scale", ROOT / "bench" / "bench_scale.py")
-    assert spec is not None and spec.loader is not None
-    bench = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(bench)
+    bench = load_script(ROOT / "bench" / "bench_scale.py", "bench_scale")
     tpls = bench.templates()
     return [(identify(raw), Filing(name, name, position=i % (n // 10), scope="catalog"))
             for i, (name, raw) in ((i, bench.variant(tpls, i, n)) for i in range(n))]

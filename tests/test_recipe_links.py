@@ -10,7 +10,6 @@ installed "aorta" whose workloads are classes of a module on PYTHONPATH.
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import subprocess
 import sys
@@ -25,6 +24,7 @@ from tests.conftest import report_bytes, survey_cli
 from tests.envs import fake_gpu_stack, installed_aorta
 from tests.helpers.aorta import link
 from tests.helpers.probe import run_probe
+from tests.helpers.scripts import load_script
 
 ROOT = Path(__file__).resolve().parents[1]
 TRUTH = ROOT / "bench" / "aorta_truth"
@@ -315,11 +315,7 @@ def test_options_past_backend_and_mode_from_the_option_records(h200: str, tmp_pa
 
 # =========================================================================== the H200 truth
 def truth_module():
-    spec = importlib.util.spec_from_file_location("aorta_truth", TRUTH / "truth.py")
-    assert spec is not None and spec.loader is not None
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return load_script(TRUTH / "truth.py", "aorta_truth")
 
 
 def test_the_h200_truth_agrees_cell_by_cell(tmp_path: Path) -> None:

@@ -9,7 +9,6 @@ for eight reports than for one. Both stores: the database decides the plan."""
 
 from __future__ import annotations
 
-import importlib.util
 import re
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -27,6 +26,7 @@ from survey.render import docs_table
 from survey.verdicts import cells as cells_mod
 from survey.verdicts import matrix as survey_matrix
 from survey.verdicts import summary
+from tests.helpers.scripts import load_script
 
 pytestmark = pytest.mark.both_stores
 
@@ -39,12 +39,7 @@ PAGE = 20  # slots per filtered page: a small part of the store's (about 280)
 
 
 def _bench() -> Any:
-    spec = importlib.util.spec_from_file_location("bench_scale", Path(__file__).parent.parent / "bench" /
-                                                  "bench_scale.py")
-    assert spec is not None and spec.loader is not None
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return load_script(Path(__file__).parent.parent / "bench" / "bench_scale.py", "bench_scale")
 
 
 @pytest.fixture(scope="module")

@@ -247,3 +247,25 @@ def test_the_test_import_check_sees_both_forms(tmp_path: Path) -> None:
     assert cross_test_imports([one]) == ["test_one.py imports tests.test_api",
                                         "test_one.py imports tests.test_api.gpu_store",
                                         "test_one.py imports tests.test_db"]
+
+
+def test_no_test_file_loads_a_script_by_hand() -> None:
+    """A bench script loaded by hand left its ``sys.path`` insertion behind for every later
+    test (the flake hunt's leak report); tests.helpers.scripts.load_script does not."""
+    def loads_by_hand(path: Path) -> bool:
+        return any(isinstance(node, ast.Attribute) and node.attr == "spec_from_file_location"
+                   for node in ast.walk(ast.parse(path.read_text())))
+
+    assert [p.name for p in sorted((ROOT / "tests").glob("test_*.py")) if loads_by_hand(p)] == []
+
+
+def test_a_loaded_script_leaves_sys_path_as_it_was(tmp_path: Path) -> None:
+    import sys
+
+    from tests.helpers.scripts import load_script
+
+    script = tmp_path / "script.py"
+    script.write_text(f"import sys\nsys.path.insert(0, {str(tmp_path / 'elsewhere')!r})\nANSWER = 42\n")
+    before = list(sys.path)
+    assert load_script(script, "a_script").ANSWER == 42
+    assert sys.path == before
