@@ -73,3 +73,22 @@ def test_records_are_declared_once_and_held_against_the_model() -> None:
                      devices=[], errors=[], colour="blue")
     with pytest.raises(KeyError, match="missing"):
         records.make("attempt", outcome="ok")
+
+
+@pytest.mark.parametrize("inner", ["{}", "[]"])
+def test_a_report_may_nest_as_deep_as_max_depth_and_no_deeper(inner: str) -> None:
+    """The report object is level 0: a container at level MAX_DEPTH is read, one at level
+    MAX_DEPTH + 1 is refused by name (the quick depth walk hands both to the full one)."""
+    data = json.loads(report_bytes("cpu-triton-3.9.0.json"))
+
+    def with_depth(levels: int) -> str:  # a container at level ``levels`` under the report
+        doc = dict(data)
+        python = {**data["environment"]["python"], "deep": "@"}  # environment: 1, python: 2, deep's value: 3
+        doc["environment"] = {**data["environment"], "python": python}
+        opening, closing = "[" * (levels - 3), "]" * (levels - 3)
+        return json.dumps(doc).replace('"@"', opening + inner + closing)
+
+    parse_report(with_depth(report.MAX_DEPTH - 1))
+    parse_report(with_depth(report.MAX_DEPTH))
+    with pytest.raises(ReportError, match=f"nested more than {report.MAX_DEPTH} levels deep"):
+        parse_report(with_depth(report.MAX_DEPTH + 1))
