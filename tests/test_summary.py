@@ -8,12 +8,14 @@ the answers are then worked out from the runs, the same as before, until a rebui
 from __future__ import annotations
 
 import copy
+import json
 from pathlib import Path
 from typing import Any
 
 import pytest
 from sqlalchemy import text
 
+from db import models as m
 from db.store import Store
 from probes import outcomes as O
 from survey.evidence import identity
@@ -237,3 +239,53 @@ def test_slots_whose_cells_say_the_same_share_them_and_their_rows_stay_apart(sto
         for r in rows[: len(rows) // 4]:
             r["outcome"] = r["reason"] = "changed"
         assert rows[len(rows) // 4:] == mine[len(rows) // 4:]
+
+
+def test_runs_with_the_same_checks_derive_them_once_and_keep_their_own_measurements(
+        store: Store, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Runs of unchanged environments say the same checks: what those derive is worked out
+    for the first run written and taken from the memo for the others (summary._DERIVED),
+    while each run's capture measurements (kernels, GPU time: new at every run on a GPU)
+    stay its own, and every stored cell and fact is what the runs say."""
+    summary._DERIVED.clear()
+    derived: list[int] = []
+    work_out = cells_mod._cells_of
+    monkeypatch.setattr(cells_mod, "_cells_of", lambda run: derived.append(run.id) or work_out(run))
+    for i in range(3):
+        d = json.loads(variant("h200-sm90-triton-3.6.0.json", f"/venvs/gpu-{i}", f"2026-10-0{i + 1}T00:00:00+00:00"))
+        for c in d["captures"]:
+            if c["outcome"] == O.OK:
+                c["kernel_count"], c["gpu_time_ns"] = 50 + i, 1000.0 * (i + 1)
+        with store.session() as s:
+            ingest(s, json.dumps(d).encode(), candidate=f"gpu-{i}", label=f"GPU {i}", position=i, scope="catalog")
+    assert len(derived) == 1  # the first run's checks only
+    stored = kept(store)
+    monkeypatch.setattr(cells_mod, "_cells_of", work_out)
+    assert_kept(store)
+    with store.session() as s:
+        names = {sid: s.get(m.Candidate, s.get(m.Slot, sid).candidate_id).name  # type: ignore[union-attr]
+                 for sid in stored}
+    times = {names[sid]: {(c["mode_arg"], c["capture_kernel_count"], c["capture_gpu_time_ns"])
+                          for c in cells if c["backend"] == "cupti"} for sid, cells in stored.items()}
+    assert times == {f"gpu-{i}": {(None, 50 + i, 1000.0 * (i + 1)), ("pcsampling", 50 + i, 1000.0 * (i + 1)),
+                                  ("periodic_flushing", None, None)} for i in range(3)}  # (it made no capture)
+
+
+def test_a_run_whose_environment_disagrees_is_not_given_what_agreeing_runs_derived(store: Store) -> None:
+    """The memo's key holds the environment's pool: the same checks in an environment whose
+    runs disagree publish ``unstable``, not what the same checks derived where all agreed."""
+    summary._DERIVED.clear()
+    name = "cpu-triton-3.9.0.json"
+    with store.session() as s:  # the checks, agreeing, in an environment of their own: memorised
+        ingest(s, variant(name, "/venvs/calm", "2026-11-01T00:00:00+00:00"), candidate="calm", scope="catalog")
+    with store.session() as s:  # the same checks where another run disagreed first
+        ingest(s, variant(name, "/venvs/torn", "2026-11-02T00:00:00+00:00", flip="cupti"), candidate="torn",
+               scope="catalog")
+    with store.session() as s:
+        ingest(s, variant(name, "/venvs/torn", "2026-11-03T00:00:00+00:00"), candidate="torn", scope="catalog")
+    assert len(summary._DERIVED) >= 2
+    assert_kept(store)
+    with store.session() as s:
+        outcomes = {c: [r["outcome"] for r in matrix_mod.matrix(s, candidate=c)
+                        if r["backend"] == "cupti" and r["mode"] == "none"] for c in ("calm", "torn")}
+    assert outcomes["torn"] == [O.UNSTABLE] and outcomes["calm"] != [O.UNSTABLE]

@@ -326,6 +326,9 @@ class Writes:
 
     bumps: int = 0
     runs: list[m.Run] = field(default_factory=list)
+    # run id -> the report it was written from, for the runs written from one (what was
+    # derived from the report need not be read back: survey.verdicts.summary)
+    reports: dict[int, Identified] = field(default_factory=dict)
 
 
 WRITES = "writes:proton-survey.evidence"  # not a read memo: forget_reads keeps it
@@ -547,6 +550,7 @@ def _write(s: Session, ident: Identified, filing: Filing, source: str, rows: dic
     s.flush()
     _store_children(s, [(run, ident)])
     slot_moved(s, run, rows)
+    writes_of(s).reports[run.id] = ident
     return run
 
 
@@ -649,8 +653,10 @@ def _ingest_batch(s: Session, chunk: list[tuple[Identified, Filing]], source: st
     if written:
         _store_children(s, written)
         _batch_slots(s, [run for run, _ in written], rows)
-    for run, _ident in written:
+    reports = writes_of(s).reports
+    for run, ident in written:
         slot_moved(s, run, rows)
+        reports[run.id] = ident
     stored.update({ident.digest: run.id for run, ident in written})
     for i, (ident, filing) in enumerate(chunk):
         res = results[i]

@@ -16,7 +16,8 @@ import itertools
 import threading
 import weakref
 from collections import OrderedDict
-from typing import Any
+from collections.abc import Hashable
+from typing import Any, Generic, TypeVar
 
 from sqlalchemy import inspect, select
 from sqlalchemy.orm import Session, selectinload
@@ -51,6 +52,7 @@ def verdict_of(cell: dict[str, Any]) -> ModeVerdict:
 
 
 Key = tuple[int, str, tuple[int, ...]]  # (the store's engine, the report's sha256, the environment's runs)
+V = TypeVar("V")
 
 _engines: weakref.WeakKeyDictionary[Any, int] = weakref.WeakKeyDictionary()
 _numbers = itertools.count(1)
@@ -69,18 +71,19 @@ def store_key(s: Session) -> int:
         return number
 
 
-class Cells:
-    """(report sha256, the complete runs of its environment) -> the run's checks, as matrix
-    row parts; at most ``max_bytes`` of them (:func:`survey.core.sizes.approx_bytes`), the
-    least recently used going first."""
+class Cells(Generic[V]):
+    """Values by key (for :data:`_CELLS`: (report sha256, the complete runs of its
+    environment) -> the run's checks, as matrix row parts); at most ``max_bytes`` of them
+    (:func:`survey.core.sizes.approx_bytes`, or the size :meth:`put` is told), the least
+    recently used going first."""
 
     def __init__(self, max_bytes: int):
         self.max_bytes = max_bytes
         self.bytes = 0
         self._lock = threading.Lock()
-        self._entries: OrderedDict[Key, tuple[list[dict[str, Any]], int]] = OrderedDict()
+        self._entries: OrderedDict[Hashable, tuple[V, int]] = OrderedDict()
 
-    def get(self, key: Key) -> list[dict[str, Any]] | None:
+    def get(self, key: Hashable) -> V | None:
         with self._lock:
             found = self._entries.get(key)
             if found is None:
@@ -88,15 +91,16 @@ class Cells:
             self._entries.move_to_end(key)
             return found[0]
 
-    def put(self, key: Key, cells: list[dict[str, Any]]) -> None:
-        size = cells_bytes(cells) + approx_bytes(key)
+    def put(self, key: Hashable, value: V, size: int | None = None) -> None:
+        """Keep ``value``; ``size``: its bytes, when it is not a list of cells (:func:`cells_bytes`)."""
+        size = (cells_bytes(value) if size is None else size) + approx_bytes(key)  # type: ignore[arg-type]
         with self._lock:
             old = self._entries.pop(key, None)
             if old is not None:
                 self.bytes -= old[1]
             if size > self.max_bytes:
                 return
-            self._entries[key] = (cells, size)
+            self._entries[key] = (value, size)
             self.bytes += size
             while self.bytes > self.max_bytes:
                 _, (_, dropped) = self._entries.popitem(last=False)
@@ -123,7 +127,7 @@ def cells_bytes(cells: list[dict[str, Any]]) -> int:
 
 
 CELLS_BYTES = 64 * 2**20
-_CELLS = Cells(CELLS_BYTES)
+_CELLS: Cells[list[dict[str, Any]]] = Cells(CELLS_BYTES)
 
 
 def _cells_of(run: m.Run) -> list[dict[str, Any]]:

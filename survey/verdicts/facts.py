@@ -16,6 +16,7 @@ while they are not current, for a table worked out from the runs.
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -113,17 +114,28 @@ def provenance_what(run: m.Run) -> str:
         f"host {run.host}" if run.host else "")
 
 
-def facts_of(run: m.Run, cells: list[dict[str, Any]]) -> Facts:
+def facts_of(run: m.Run, cells: list[dict[str, Any]], answers: str | None = None,
+             captures: list[list[Any]] | None = None) -> Facts:
     """The facts of a slot whose latest complete run is ``run``, with its cells
-    (``survey.verdicts.cells.run_cells``; their verdicts are the run's published ones)."""
+    (``survey.verdicts.cells.run_cells``; their verdicts are the run's published ones).
+    ``answers`` (:func:`answers_of`) and ``captures`` (:func:`capture_rows`), where the
+    caller has them already: then the run's checks and captures are not read."""
     first = stability.first_run(run)
     env = run.environment
     return Facts(
         run.id, run.triton_version, env.triton_distribution if env is not None else None,
         list(run.cli_backends) if run.cli_backends is not None else None,
         _by_backend(cells),
-        [[c.backend, c.mode, c.outcome, c.kernel_count] for c in run.captures],
-        first.id, queries.iso(first.finished_at), provenance_what(first), answers_of(run))
+        capture_rows(run.captures) if captures is None else captures,
+        first.id, queries.iso(first.finished_at), provenance_what(first),
+        answers_of(run) if answers is None else answers)
+
+
+def capture_rows(captures: Iterable[Any]) -> list[list[Any]]:
+    """A run's captures (rows, or the dicts ``survey.evidence.ingest`` writes them from) as
+    :attr:`Facts.capture_rows` keeps them."""
+    return [[c.backend, c.mode, c.outcome, c.kernel_count] if not isinstance(c, dict) else
+            [c["backend"], c["mode"], c["outcome"], c["kernel_count"]] for c in captures]
 
 
 def _by_backend(cells: list[dict[str, Any]]) -> dict[str, str]:

@@ -30,7 +30,10 @@ stale.
 
 from __future__ import annotations
 
+import hashlib
+import pickle
 from collections.abc import Iterable
+from dataclasses import dataclass
 from typing import Any
 
 from sqlalchemy import delete, event, exists, func, insert, select, tuple_, update
@@ -41,7 +44,7 @@ from db import models as m
 from db.store import Store
 from probes import outcomes as O
 from survey.evidence import queries
-from survey.evidence.ingest import MATRIX_VERSION, WRITES, forget_writes, intern_texts
+from survey.evidence.ingest import MATRIX_VERSION, WRITES, Identified, forget_writes, intern_texts
 from survey.verdicts import cells as cells_mod
 from survey.verdicts import facts as facts_mod
 from survey.verdicts import modes, stability
@@ -179,25 +182,39 @@ def measured_slots(s: Session, backend: str, mode: str | None, verdicts: Iterabl
     return rows, total
 
 
-def refresh(s: Session, slot_ids: list[int]) -> dict[int, tuple[int, list[dict[str, Any]]]]:
+def refresh(s: Session, slot_ids: list[int], reports: dict[int, Identified] | None = None,
+            ) -> dict[int, tuple[int, list[dict[str, Any]]]]:
     """Work the cells of these slots out again and store them (no commit); slot id ->
-    (its latest complete run, its cells), for the slots that have one."""
+    (its latest complete run, its cells), for the slots that have one. ``reports``: run
+    id -> the report a run was just written from (:class:`survey.evidence.ingest.Writes`);
+    such a run's checks are not read back, and what they derive may come from
+    :data:`_DERIVED`."""
     out: dict[int, tuple[int, list[dict[str, Any]]]] = {}
+    reports = reports or {}
     for first in range(0, len(slot_ids), CHUNK):
         ids = slot_ids[first:first + CHUNK]
         s.execute(delete(m.Cell).where(m.Cell.slot_id.in_(ids)))
         s.execute(delete(m.SlotFacts).where(m.SlotFacts.slot_id.in_(ids)))
         slot_runs: dict[int, int] = {sid: rid for sid, rid in s.execute(
             select(m.Slot.id, m.Slot.complete_run_id).where(m.Slot.id.in_(ids))) if rid is not None}
-        runs = {r.id: r for r in s.scalars(select(m.Run).where(m.Run.id.in_(set(slot_runs.values())))
+        wanted = set(slot_runs.values())
+        written = {rid: reports[rid] for rid in wanted if rid in reports}
+        read = wanted - written.keys()
+        runs = {r.id: r for r in s.scalars(select(m.Run).where(m.Run.id.in_(read))
                                           .options(selectinload(m.Run.modes), selectinload(m.Run.captures),
-                                                   selectinload(m.Run.environment)))}
-        worked = cells_mod.run_cells(s, list(runs.values()))
+                                                   selectinload(m.Run.environment)))} if read else {}
+        if written:  # their checks are in hand
+            runs.update((r.id, r) for r in s.scalars(select(m.Run).where(m.Run.id.in_(written))
+                                                      .options(selectinload(m.Run.environment))))
+        worked, given, keys = _derive(s, runs, written)
         rows = [_row(sid, rid, i, c) for sid, rid in slot_runs.items() for i, c in enumerate(worked[rid])]
         conn = s.connection()
         bulk.insert_rows(conn, m.Base.metadata.tables["cells"], rows)  # one executemany
         if slot_runs:
-            facts = run_facts(s, runs, worked)
+            facts = run_facts(s, runs, worked, given)
+            for rid, key in keys.items():  # what the runs derived that the memo did not hold
+                _DERIVED.put(key, _Derived([_unmeasured(c) for c in worked[rid]], facts[rid].answers),
+                             cells_mod.cells_bytes(worked[rid]) + len(facts[rid].answers))
             parts = {rid: facts[rid].parts() for rid in set(slot_runs.values())}
             text_ids = intern_texts(conn, {checks for checks, _ in parts.values()})
             conn.execute(insert(m.Base.metadata.tables["slot_facts"]), [
@@ -207,14 +224,102 @@ def refresh(s: Session, slot_ids: list[int]) -> dict[int, tuple[int, list[dict[s
     return out
 
 
-def run_facts(s: Session, runs: dict[int, m.Run],
-              worked: dict[int, list[dict[str, Any]]]) -> dict[int, facts_mod.Facts]:
+def run_facts(s: Session, runs: dict[int, m.Run], worked: dict[int, list[dict[str, Any]]],
+              given: dict[int, tuple[str, list[list[Any]]]] | None = None) -> dict[int, facts_mod.Facts]:
     """Run id -> the facts of the slot it is the latest complete run of, from the runs and
-    their cells."""
+    their cells; ``given``: run id -> its (answers, capture rows), where known already."""
     for rid, cells in worked.items():  # the run's published verdicts, as its cells hold them
         modes.remember(s, rid, [cells_mod.verdict_of(c) for c in cells])
     stability.first_runs(s, runs.values())
-    return {rid: facts_mod.facts_of(run, worked[rid]) for rid, run in runs.items()}
+    given = given or {}
+    return {rid: facts_mod.facts_of(run, worked[rid], *given.get(rid, ())) for rid, run in runs.items()}
+
+
+# ------------------------------------------------------------------ what written checks derive
+@dataclass(frozen=True)
+class _Derived:
+    """What a run's checks derive, whatever run made them: its cells with the capture
+    measurements left out (:data:`MEASURES`: each run's own), and its answers
+    (``survey.verdicts.since.answers_of``)."""
+
+    cells: list[dict[str, Any]]
+    answers: str
+
+
+# (checks_key, pool_key) -> _Derived. A nightly survey or CI uploads of an unchanged
+# environment write the same checks again and again: their verdicts are worked out once.
+# Only writes use it, for the runs they write (the checks are in hand: nothing is read to
+# make the key). It holds what pure functions give for exactly these inputs, so it is
+# shared by every store of the process and is never stale (tests/test_summary.py holds the
+# cells and facts written through it equal to those worked out from the runs). What the
+# derivation reads of a run must be in checks_key.
+DERIVED_BYTES = 16 * 2**20
+_DERIVED: cells_mod.Cells[_Derived] = cells_mod.Cells(DERIVED_BYTES)
+MEASURES = ("capture_kernel_count", "capture_gpu_time_ns")
+_CAPTURES, _MODES, _LIBRARIES = m.CaptureRow.__tablename__, m.ModeRow.__tablename__, m.LibraryRow.__tablename__
+
+
+def checks_key(rows: dict[str, list[dict[str, Any]]], run: dict[str, Any]) -> str:
+    """sha256 of everything the cells and answers of a run read of it
+    (``survey.verdicts.cells._cells_of``, ``survey.verdicts.since.answers_of``) but its
+    environment's pool and its capture measurements: its checks, libraries, captures'
+    outcomes, registry, CLI choices, and whether it names its Triton version. ``rows``, ``run``:
+    a report's :attr:`~survey.evidence.ingest.Identified.children` and ``run``."""
+    captures = [(c["backend"], c["mode"], c["outcome"]) for c in rows[_CAPTURES]]
+    said = (rows[_MODES], rows[_LIBRARIES], captures, run["profilers"], run["cli_backends"],
+            run["triton_version"] is None)
+    return hashlib.sha256(pickle.dumps(said, 4)).hexdigest()
+
+
+def pool_key(pooled: dict[stability.CheckKey, stability.Pooled]) -> frozenset[Any]:
+    """What a run's published checks take from its environment's other runs
+    (``survey.verdicts.stability.published_rows``)."""
+    return frozenset((k, p.outcome, frozenset(p.counts.items()), p.runs) for k, p in pooled.items())
+
+
+def _unmeasured(cell: dict[str, Any]) -> dict[str, Any]:
+    return {**cell, **dict.fromkeys(MEASURES)}
+
+
+def _measured(cells: list[dict[str, Any]], captures: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Cells from :data:`_DERIVED` with this run's capture measurements, as ``_cells_of``
+    gives them (the last capture of a (backend, mode); its time a float, as the column reads)."""
+    by_check = {(c["backend"], c["mode"]): c for c in captures}
+    out = []
+    for cell in cells:
+        cap = by_check.get((cell["backend"], cell["mode_arg"]))
+        cell = dict(cell)
+        if cap is not None:
+            time_ns = cap["gpu_time_ns"]
+            cell.update(capture_kernel_count=cap["kernel_count"],
+                        capture_gpu_time_ns=float(time_ns) if time_ns is not None else None)
+        out.append(cell)
+    return out
+
+
+def _derive(s: Session, runs: dict[int, m.Run], written: dict[int, Identified],
+            ) -> tuple[dict[int, list[dict[str, Any]]], dict[int, tuple[str, list[list[Any]]]],
+                       dict[int, tuple[str, frozenset[Any]]]]:
+    """The cells of ``runs``: from :data:`_DERIVED` for a run written from a report whose
+    checks and pool it holds, else worked out (``cells.run_cells`` reads the checks).
+    Also the (answers, capture rows) of the first, for :func:`run_facts`, and the key of
+    each run written that it did not hold."""
+    pools = stability.pooled(s, runs.values()) if written else {}
+    worked: dict[int, list[dict[str, Any]]] = {}
+    given: dict[int, tuple[str, list[list[Any]]]] = {}
+    keys: dict[int, tuple[str, frozenset[Any]]] = {}
+    for rid, report in written.items():
+        rows = report.children
+        key = (checks_key(rows, report.run), pool_key(pools[rid]))
+        found = _DERIVED.get(key)
+        if found is None:
+            keys[rid] = key
+            continue
+        captures = rows[_CAPTURES]
+        worked[rid] = _measured(found.cells, captures)
+        given[rid] = (found.answers, facts_mod.capture_rows(captures))
+    worked.update(cells_mod.run_cells(s, [r for rid, r in runs.items() if rid not in worked]))
+    return worked, given, keys
 
 
 def stored_facts(s: Session, slot_ids: Iterable[int]) -> dict[int, facts_mod.Facts]:
@@ -315,7 +420,7 @@ def _unsettled(cells: list[dict[str, Any]]) -> bool:
     return any(c["outcome"] == O.UNSTABLE or c["stub_outcome"] == O.UNSTABLE for c in cells)
 
 
-def _after_write(s: Session, runs: list[m.Run]) -> None:
+def _after_write(s: Session, runs: list[m.Run], reports: dict[int, Identified] | None = None) -> None:
     """The cells a write of ``runs`` changed, stored again. A run's slot always; the
     other slots of its environment only when one of its published checks is unstable:
     a run's cells depend on its environment's other runs only through the pooled
@@ -325,7 +430,7 @@ def _after_write(s: Session, runs: list[m.Run]) -> None:
     so the others' cells are as they were; an unstable check's reason counts the
     attempts and runs, which move with every run. A written run no slot shows has its
     environment's slots worked out again."""
-    own = refresh(s, _own_slots(s, runs))
+    own = refresh(s, _own_slots(s, runs), reports)
     complete = {r.id: r for r in runs if r.status == "complete"}
     shown = {rid for rid, _ in own.values()}
     moving = [complete[rid] for rid, cells in own.values() if _unsettled(cells) and rid in complete]
@@ -342,7 +447,7 @@ def _before_commit(s: Session) -> None:
     w = s.info.get(WRITES)
     if w is None or not w.bumps:
         return
-    runs, bumps = list(w.runs), w.bumps
+    runs, bumps, reports = list(w.runs), w.bumps, dict(w.reports)
     forget_writes(s)
     queries.forget_reads(s)
     meta = _meta(s)
@@ -354,7 +459,7 @@ def _before_commit(s: Session) -> None:
     if meta.get(STAMP) != stamp_of(before) and not (meta.get(STAMP) is None and before == "0"):
         return  # not current before this write: it stays so (rebuild makes it current)
     s.flush()
-    _after_write(s, runs)
+    _after_write(s, runs, reports)
     _set_stamp(s, version)
     queries.forget_reads(s)
 
