@@ -405,3 +405,16 @@ def test_where_no_pool_process_can_start_the_reports_are_read_here(tmp_path: Pat
     for kind in ("ForkServerProcess", "SpawnProcess"):
         monkeypatch.setattr(getattr(multiprocessing.context, kind), "_Popen", staticmethod(refused))
     assert read_reports([reports], 1_000_000, processes=2, pool_from=1) == alone
+
+
+def test_a_pool_process_collects_garbage_as_the_command_does() -> None:
+    """Reading a report makes tens of thousands of short-lived objects: a pool process sets
+    the command's collector thresholds (survey.core.collector), not the interpreter's defaults."""
+    import gc
+
+    from survey.core import collector
+    from survey.flows.filing import pool_of
+
+    with pool_of(2) as pool:
+        assert {pool.submit(gc.get_threshold).result() for _ in range(4)} == {collector.THRESHOLDS}
+    assert collector.THRESHOLDS != (700, 10, 10)
