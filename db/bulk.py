@@ -12,6 +12,7 @@ values; the values the driver receives are the ones SQLAlchemy would have sent
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -61,7 +62,9 @@ def insert_rows(conn: Connection, table: Table, rows: Sequence[dict[str, Any]]) 
         return
     names = list(rows[0])
     defaults = _defaults(table, names)
-    columns = list(zip(*([row[name] for name in names] for row in rows), strict=True))
+    # each row's values in the names' order (itemgetter: in C, not a Python list per row), as columns
+    values = map(operator.itemgetter(*names), rows) if len(names) > 1 else ((row[names[0]],) for row in rows)
+    columns = list(zip(*values, strict=True))
     columns += [(value,) * len(rows) for value in defaults.values()]
     names += defaults
     procs = _processors(conn, table, names)
