@@ -22,6 +22,11 @@ Who keeps it current:
   before it listens, ``survey ingest`` after it stores, when the stamp is not current
   (a store made by an older proton-survey, migrated, or replaced whole).
 
+A write does not read back the checks of the runs it writes from a report in hand: what
+those checks derive (each run's cells but its capture measurements, and its answers)
+depends on them and on their environment's pool only, and is kept by exactly those
+(:data:`_DERIVED`), so an unchanged environment probed again is worked out once.
+
 A writer that does not load this module (an older proton-survey on the same store)
 moves the version without the stamp: the cells stop being current, which is safe.
 :data:`RULES` changes whenever the derivation does, which makes every stored stamp
