@@ -289,3 +289,41 @@ def test_a_run_whose_environment_disagrees_is_not_given_what_agreeing_runs_deriv
         outcomes = {c: [r["outcome"] for r in matrix_mod.matrix(s, candidate=c)
                         if r["backend"] == "cupti" and r["mode"] == "none"] for c in ("calm", "torn")}
     assert outcomes["torn"] == [O.UNSTABLE] and outcomes["calm"] != [O.UNSTABLE]
+
+
+def test_an_environment_probed_again_and_again_is_worked_out_once(store: Store,
+                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    """Runs of one environment that agree pool into a growing number of runs: that number is
+    not part of what their checks derive (only an unstable check's reason counts runs), so a
+    nightly survey of an unchanged environment works its checks out once."""
+    summary._DERIVED.clear()
+    derived: list[int] = []
+    work_out = cells_mod._cells_of
+    monkeypatch.setattr(cells_mod, "_cells_of", lambda run: derived.append(run.id) or work_out(run))
+    for night in range(4):
+        with store.session() as s:
+            ingest(s, variant("cpu-triton-3.8.0.json", "/venvs/nightly", f"2026-11-0{night + 1}T02:00:00+00:00"),
+                   candidate="nightly", label="Nightly", scope="catalog")
+    assert len(derived) == 1
+    monkeypatch.setattr(cells_mod, "_cells_of", work_out)
+    assert_kept(store)
+
+
+def test_an_unstable_check_counts_the_runs_of_its_own_environment(store: Store) -> None:
+    """Two environments whose latest runs say the same checks, each unstable over its own
+    runs: what the reason counts is each environment's (the memo's key holds an unstable
+    check's runs and attempts)."""
+    summary._DERIVED.clear()
+    name = "cpu-triton-3.9.0.json"
+    for prefix, disagreeing in (("/venvs/twice", 1), ("/venvs/thrice", 2)):
+        for i in range(disagreeing + 1):
+            flip = "cupti" if i < disagreeing else None
+            with store.session() as s:
+                ingest(s, variant(name, prefix, f"2026-11-1{i}T00:00:00+00:00", flip=flip),
+                       candidate=prefix.rsplit("/", 1)[1], scope="catalog")
+    assert_kept(store)
+    with store.session() as s:
+        reasons = {c: [r["reason"] for r in matrix_mod.matrix(s, candidate=c)
+                       if r["backend"] == "cupti" and r["mode"] == "none"] for c in ("twice", "thrice")}
+    assert len(reasons["twice"]) == len(reasons["thrice"]) == 1
+    assert "over 2 runs" in reasons["twice"][0] and "over 3 runs" in reasons["thrice"][0], reasons

@@ -25,7 +25,8 @@ Who keeps it current:
 A write does not read back the checks of the runs it writes from a report in hand: what
 those checks derive (each run's cells but its capture measurements, and its answers)
 depends on them and on their environment's pool only, and is kept by exactly those
-(:data:`_DERIVED`), so an unchanged environment probed again is worked out once.
+(:data:`_DERIVED`), so the checks of an unchanged environment probed again, or of
+environments that agree, are worked out once.
 
 A writer that does not load this module (an older proton-survey on the same store)
 moves the version without the stamp: the cells stop being current, which is safe.
@@ -278,8 +279,12 @@ def checks_key(rows: dict[str, list[dict[str, Any]]], run: dict[str, Any]) -> st
 
 def pool_key(pooled: dict[stability.CheckKey, stability.Pooled]) -> frozenset[Any]:
     """What a run's published checks take from its environment's other runs
-    (``survey.verdicts.stability.published_rows``)."""
-    return frozenset((k, p.outcome, frozenset(p.counts.items()), p.runs) for k, p in pooled.items())
+    (``survey.verdicts.stability.published_rows``): each check's pooled outcome, and for an
+    unstable one the attempts and runs its reason counts (``survey.verdicts.modes.mode_verdict``:
+    no other verdict reads them). So the runs of an environment probed again and again, whose
+    checks agree, share one key while their number grows."""
+    return frozenset((k, p.outcome, frozenset(p.counts.items()), p.runs) if p.outcome == O.UNSTABLE
+                     else (k, p.outcome) for k, p in pooled.items())
 
 
 def _unmeasured(cell: dict[str, Any]) -> dict[str, Any]:
