@@ -549,8 +549,7 @@ def _write(s: Session, ident: Identified, filing: Filing, source: str, rows: dic
     run = _new_run(s, ident, filing, source, rows)
     s.flush()
     _store_children(s, [(run, ident)])
-    slot_moved(s, run, rows)
-    writes_of(s).reports[run.id] = ident
+    slot_moved(s, run, rows, ident)
     return run
 
 
@@ -579,11 +578,16 @@ def _new_run(s: Session, ident: Identified, filing: Filing, source: str, rows: d
     return run
 
 
-def slot_moved(s: Session, run: m.Run, rows: dict[Any, Any] | None = None) -> None:
+def slot_moved(s: Session, run: m.Run, rows: dict[Any, Any] | None = None,
+               report: Identified | None = None) -> None:
     """The new run is its (candidate, platform)'s latest run (and, complete, its latest
-    complete run): the ``slots`` row says so, in the run's own transaction."""
+    complete run): the ``slots`` row says so, in the run's own transaction. ``report``: the
+    report the run was written from (:attr:`Writes.reports`)."""
     queries.forget_reads(s)
-    writes_of(s).runs.append(run)
+    w = writes_of(s)
+    w.runs.append(run)
+    if report is not None:
+        w.reports[run.id] = report
     key = ("s", run.candidate_id, run.platform_id)
     slot = rows.get(key) if rows is not None else None
     if slot is None and (rows is None or key not in rows):  # in rows as None: known to be new
@@ -653,10 +657,8 @@ def _ingest_batch(s: Session, chunk: list[tuple[Identified, Filing]], source: st
     if written:
         _store_children(s, written)
         _batch_slots(s, [run for run, _ in written], rows)
-    reports = writes_of(s).reports
     for run, ident in written:
-        slot_moved(s, run, rows)
-        reports[run.id] = ident
+        slot_moved(s, run, rows, ident)
     stored.update({ident.digest: run.id for run, ident in written})
     for i, (ident, filing) in enumerate(chunk):
         res = results[i]
