@@ -8,6 +8,13 @@ that machinery costs more than the database's own work. :func:`insert_rows` asks
 column's type for its bind processor once per call and applies it to that column's
 values; the values the driver receives are the ones SQLAlchemy would have sent
 (tests/test_bulk.py reads both ways' rows back equal, on both stores).
+
+SQLite cannot say in which order a multi-row ``INSERT ... RETURNING`` returns its ids, so
+SQLAlchemy's ORM inserts new rows whose ids it must learn one statement each. A batch
+that holds the write lock already (it moved the matrix version first) knows them
+beforehand: :func:`number` gives its new rows the ids SQLite would give, and the flush
+then inserts them in one ``executemany``. PostgreSQL's RETURNING keeps the order, and its
+sequences hand ids out: there the flush batches the rows as it is.
 """
 
 from __future__ import annotations
@@ -16,7 +23,8 @@ import operator
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from sqlalchemy import Connection, Table
+from sqlalchemy import Connection, Table, func, select
+from sqlalchemy.orm import Session
 from sqlalchemy.sql.schema import ScalarElementColumnDefault
 
 from db import models
@@ -84,3 +92,18 @@ def _marks(paramstyle: str, n: int) -> str:
     if paramstyle in ("format", "pyformat"):
         return ", ".join(["%s"] * n)
     raise ValueError(f"db.bulk: no positional parameters in paramstyle {paramstyle!r}")
+
+
+def number(s: Session, rows: Sequence[Any]) -> None:
+    """Give new ORM rows of one table (integer primary key ``id``, not flushed yet; two or
+    more) the ids SQLite would give them (the largest stored id, plus one, onwards), so that the flush
+    inserts them together. Only inside a transaction that holds SQLite's write lock (no
+    other writer can take an id meanwhile); nothing on another database."""
+    rows = [row for row in rows if row.id is None]
+    if len(rows) < 2 or s.get_bind().dialect.name != "sqlite":  # one row: one statement either way
+        return
+    model = type(rows[0])
+    with s.no_autoflush:  # the rows are pending: not one by one now
+        start = (s.scalar(select(func.max(model.id))) or 0) + 1
+    for i, row in enumerate(rows):
+        row.id = start + i

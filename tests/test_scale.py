@@ -204,9 +204,10 @@ def test_a_request_reads_its_own_slots_on_a_store_of_a_thousand_runs(big_store: 
 
     # A write reads what it writes, not the store: a batch of eight reports of stored candidates
     # and platforms (as uploads that arrive together are) sends no more SELECTs than a batch of one,
-    # a look-up per kind of row and not per report; none of them scans a growing table; and the
-    # eight add at most a statement per run and per new environment, and one per table of rows
-    # the one report had none of.
+    # a look-up per kind of row and not per report (on SQLite, besides the largest id of each table
+    # whose new rows it numbers: db.bulk.number); none of them scans a growing table; and the eight
+    # go in with as many writes as the one, but one per table of rows the one report had none of:
+    # their runs, environments and slots in one statement each.
     bench = _bench()
     tpls = bench.templates()
 
@@ -222,9 +223,13 @@ def test_a_request_reads_its_own_slots_on_a_store_of_a_thousand_runs(big_store: 
     def selects(seen: list[tuple[str, Any]]) -> int:
         return sum(1 for statement, _ in seen if statement.lstrip().upper().startswith("SELECT"))
 
+    def numbering(seen: list[tuple[str, Any]]) -> int:
+        return sum(1 for statement, _ in seen if statement.startswith("SELECT max("))
+
     one, eight = write(RUNS, 1), write(RUNS + 1, 8)
-    assert selects(eight) <= selects(one), (selects(one), selects(eight))
-    assert len(eight) - selects(eight) <= len(one) - selects(one) + 2 * 7 + 3, \
+    assert numbering(one) == 0 and numbering(eight) <= (3 if store.engine.dialect.name == "sqlite" else 0)
+    assert selects(eight) - numbering(eight) <= selects(one), (selects(one), selects(eight))
+    assert len(eight) - selects(eight) <= len(one) - selects(one) + 3, \
         "\n".join(statement.split("\n")[0][:70] for statement, _ in eight)
     assert full_scans(store, one + eight) == [], "\n\n".join(full_scans(store, one + eight))
 

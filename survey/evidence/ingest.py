@@ -279,6 +279,7 @@ def _batch_rows(s: Session, chunk: list[tuple[Identified, Filing]], rows: dict[A
         select(m.Environment).where(m.Environment.identity.in_(keys[first:first + 500])))}
     new = [_new_environment(ident) for key, ident in wanted.items() if key not in found]
     if new:
+        bulk.number(s, new)
         s.add_all(new)
         s.flush()
     for env in [*found.values(), *new]:
@@ -653,12 +654,16 @@ def _ingest_batch(s: Session, chunk: list[tuple[Identified, Filing]], source: st
             pending.add(ident.digest)
             written.append((_new_run(s, ident, filing, source, rows), ident))
             results.append(IngestResult(-1, True, filing.name))
+    bulk.number(s, [run for run, _ in written])
     s.flush()  # every run of the batch, and their ids
     if written:
         _store_children(s, written)
         _batch_slots(s, [run for run, _ in written], rows)
     for run, ident in written:
         slot_moved(s, run, rows, ident)
+    # the new slots in the order their runs came (dict: each once)
+    bulk.number(s, list({id(slot): slot for slot in (rows[("s", run.candidate_id, run.platform_id)]
+                                                     for run, _ in written)}.values()))
     stored.update({ident.digest: run.id for run, ident in written})
     for i, (ident, filing) in enumerate(chunk):
         res = results[i]
