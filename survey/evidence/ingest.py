@@ -33,7 +33,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from sqlalchemy import BigInteger, Connection, func, insert, select, text, update
+from sqlalchemy import BigInteger, Connection, bindparam, func, insert, select, text, update
 from sqlalchemy import String as SqlString
 from sqlalchemy import cast as sql_cast
 from sqlalchemy.exc import IntegrityError, OperationalError
@@ -275,8 +275,8 @@ def _batch_rows(s: Session, chunk: list[tuple[Identified, Filing]], rows: dict[A
     :func:`_new_run` looks them up): not a query and a flush per report."""
     wanted = {ident.environment.identity: ident for ident, _ in chunk}
     keys = sorted(wanted)
-    found = {e.identity: e for first in range(0, len(keys), 500) for e in s.scalars(
-        select(m.Environment).where(m.Environment.identity.in_(keys[first:first + 500])))}
+    found = {e.identity: e for first in range(0, len(keys), 500)
+             for e in s.scalars(_ENVIRONMENTS, {"keys": keys[first:first + 500]})}
     new = [_new_environment(ident) for key, ident in wanted.items() if key not in found]
     if new:
         bulk.number(s, new)
@@ -286,14 +286,12 @@ def _batch_rows(s: Session, chunk: list[tuple[Identified, Filing]], rows: dict[A
         rows[("e", env.identity)] = env
     names = sorted({filing.name for _, filing in chunk})
     for first in range(0, len(names), 500):
-        rows.update((("stored", c.name), c) for c in s.scalars(
-            select(m.Candidate).where(m.Candidate.name.in_(names[first:first + 500]))))
+        rows.update((("stored", c.name), c) for c in s.scalars(_CANDIDATES, {"keys": names[first:first + 500]}))
     for name in names:
         rows.setdefault(("stored", name), None)  # known not to be stored
     keys = sorted({ident.platform.key for ident, _ in chunk})
     for first in range(0, len(keys), 500):
-        rows.update((("p", p.key), p) for p in s.scalars(
-            select(m.Platform).where(m.Platform.key.in_(keys[first:first + 500]))))
+        rows.update((("p", p.key), p) for p in s.scalars(_PLATFORMS, {"keys": keys[first:first + 500]}))
 
 
 def _batch_slots(s: Session, runs: list[m.Run], rows: dict[Any, Any]) -> None:
@@ -301,7 +299,7 @@ def _batch_slots(s: Session, runs: list[m.Run], rows: dict[Any, Any]) -> None:
     ``rows`` (as :func:`slot_moved` looks them up); a slot not found there is new."""
     cands = sorted({r.candidate_id for r in runs})
     for first in range(0, len(cands), 500):
-        for slot in s.scalars(select(m.Slot).where(m.Slot.candidate_id.in_(cands[first:first + 500]))):
+        for slot in s.scalars(_SLOTS_OF_CANDIDATES, {"keys": cands[first:first + 500]}):
             rows[("s", slot.candidate_id, slot.platform_id)] = slot
     for r in runs:
         rows.setdefault(("s", r.candidate_id, r.platform_id), None)
@@ -346,14 +344,30 @@ def forget_writes(s: Session) -> None:
     s.info.pop(WRITES, None)
 
 
+# The statements a write sends, built once: SQLAlchemy builds and keys a statement made
+# per call anew (about 0.1 ms of a write's time each; tests/test_scale.py counts them).
+# An ``IN`` takes its list as the expanding parameter ``keys``.
+_KEYS = bindparam("keys", expanding=True)
+_TEXTS = m.Base.metadata.tables["texts"]
+_BUMP = (update(m.Meta).where(m.Meta.key == MATRIX_VERSION)
+         .values(value=sql_cast(sql_cast(m.Meta.value, BigInteger) + 1, SqlString()))
+         .execution_options(synchronize_session=False))
+_STORED_RUNS = select(m.Run.report_hash, m.Run.id).where(m.Run.report_hash.in_(_KEYS))
+_ENVIRONMENTS = select(m.Environment).where(m.Environment.identity.in_(_KEYS))
+_CANDIDATES = select(m.Candidate).where(m.Candidate.name.in_(_KEYS))
+_PLATFORMS = select(m.Platform).where(m.Platform.key.in_(_KEYS))
+_SLOTS_OF_CANDIDATES = select(m.Slot).where(m.Slot.candidate_id.in_(_KEYS))
+_TEXT_IDS = select(_TEXTS.c.sha256, _TEXTS.c.id).where(_TEXTS.c.sha256.in_(_KEYS))
+_ADD_TEXTS = insert(_TEXTS)
+_ADD_REPORTS = insert(m.Base.metadata.tables["reports"])
+
+
 def bump_matrix_version(s: Session) -> None:
     """Add one to the matrix version, in SQL (``value + 1`` on the row itself, so writers
     never lose each other's step), creating it at 1 in a store that has none yet. As a
     write's first statement it takes the store's write lock (see the module's doc)."""
     writes_of(s).bumps += 1
-    done = s.execute(update(m.Meta).where(m.Meta.key == MATRIX_VERSION)
-                     .values(value=sql_cast(sql_cast(m.Meta.value, BigInteger) + 1, SqlString()))
-                     .execution_options(synchronize_session=False))
+    done = s.execute(_BUMP)
     if getattr(done, "rowcount", 0) == 0:
         s.add(m.Meta(key=MATRIX_VERSION, value="1"))
         s.flush()
@@ -413,8 +427,7 @@ def _store_children(s: Session, written: list[tuple[m.Run, Identified]]) -> None
     many rows) per table, whatever the number of runs, and one look-up of the texts
     they repeat."""
     conn = s.connection()  # Core executemany: the ORM's bulk path splits rows by which JSON values are null
-    conn.execute(insert(m.Base.metadata.tables["reports"]), [{"run_id": run.id, "body": ident.body}
-                                                              for run, ident in written])
+    conn.execute(_ADD_REPORTS, [{"run_id": run.id, "body": ident.body} for run, ident in written])
     tables: dict[str, list[dict[str, Any]]] = {name: [] for name in _TEXT_COLUMNS}
     for run, ident in written:
         for name, rows in ident.children.items():
@@ -435,18 +448,16 @@ def intern_texts(conn: Connection, texts: set[str]) -> dict[str, int]:
     if not texts:
         return {}
     by_hash = {hashlib.sha256(t.encode("utf-8", "surrogatepass")).hexdigest(): t for t in texts}
-    table = m.Base.metadata.tables["texts"]
     found: dict[str, int] = {}
 
     def look_up(hashes: list[str]) -> None:
         for first in range(0, len(hashes), 500):
-            found.update((h, i) for h, i in conn.execute(select(table.c.sha256, table.c.id).where(
-                table.c.sha256.in_(hashes[first:first + 500]))))
+            found.update((h, i) for h, i in conn.execute(_TEXT_IDS, {"keys": hashes[first:first + 500]}))
 
     look_up(sorted(by_hash))
     missing = [h for h in sorted(by_hash) if h not in found]
     if missing:
-        conn.execute(insert(table), [{"sha256": h, "body": by_hash[h]} for h in missing])
+        conn.execute(_ADD_TEXTS, [{"sha256": h, "body": by_hash[h]} for h in missing])
         look_up(missing)
     return {by_hash[h]: i for h, i in found.items()}
 
@@ -640,7 +651,7 @@ def ingest_many(s: Session, items: list[tuple[Identified, Filing]], *, source: s
 def _ingest_batch(s: Session, chunk: list[tuple[Identified, Filing]], source: str) -> list[IngestResult]:
     bump_matrix_version(s)  # once for the batch: the write lock, as in ingest()
     stored: dict[str | None, int] = {digest: run_id for digest, run_id in s.execute(
-        select(m.Run.report_hash, m.Run.id).where(m.Run.report_hash.in_({i.digest for i, _ in chunk})))}
+        _STORED_RUNS, {"keys": sorted({i.digest for i, _ in chunk})})}
     results: list[IngestResult] = []
     rows: dict[Any, Any] = {}
     written: list[tuple[m.Run, Identified]] = []

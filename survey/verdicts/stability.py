@@ -44,7 +44,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from sqlalchemy import Text as SqlText
-from sqlalchemy import cast, func, select
+from sqlalchemy import bindparam, cast, func, select
 from sqlalchemy.orm import Session, object_session, selectinload
 
 from db import models as m
@@ -120,6 +120,18 @@ def pool(rows: Iterable[Any]) -> dict[CheckKey, Pooled]:
     return out
 
 
+# The statements of the rule, built once (as survey.evidence.ingest's): an IN takes its list
+# as the expanding parameter ``keys``.
+_KEYS = bindparam("keys", expanding=True)
+_GROUPS = (select(m.Run.id, m.Run.environment_id, m.Run.platform_id, m.Run.probe_version, m.Run.candidate_id)
+           .where(m.Run.environment_id.in_(_KEYS), m.Run.status == "complete"))
+_POOLED_COLUMNS = (m.Run.environment_id, m.Run.platform_id, m.Run.probe_version, m.ModeRow.backend, m.ModeRow.mode,
+                   m.ModeRow.env, m.ModeRow.stub, m.ModeRow.outcome, cast(m.ModeRow.outcome_counts, SqlText))
+_POOLED = (select(*_POOLED_COLUMNS, func.count()).join(m.Run, m.Run.id == m.ModeRow.run_id)
+           .where(m.ModeRow.run_id.in_(_KEYS)).group_by(*_POOLED_COLUMNS))
+_FIRST_RUNS = select(m.Run).where(m.Run.id.in_(_KEYS)).options(selectinload(m.Run.environment))
+
+
 def groups(s: Session, runs: Iterable[m.Run]) -> dict[int, tuple[int, ...]]:
     """Run id -> the ids of every complete run of its environment (one query for
     all the runs the Session has not asked about yet)."""
@@ -128,9 +140,7 @@ def groups(s: Session, runs: Iterable[m.Run]) -> dict[int, tuple[int, ...]]:
     if todo:
         envs = {k[0] for k in todo.values()}
         members: dict[GroupKey, list[int]] = {}
-        for rid, env_id, platform_id, probe_version, candidate_id in s.execute(
-                select(m.Run.id, m.Run.environment_id, m.Run.platform_id, m.Run.probe_version, m.Run.candidate_id)
-                .where(m.Run.environment_id.in_(envs), m.Run.status == "complete")):
+        for rid, env_id, platform_id, probe_version, candidate_id in s.execute(_GROUPS, {"keys": sorted(envs)}):
             members.setdefault((env_id, platform_id, probe_version), []).append(rid)
             candidate_of[rid] = candidate_id
         for rid, key in todo.items():
@@ -166,13 +176,9 @@ def pooled(s: Session, runs: Iterable[m.Run]) -> dict[int, dict[CheckKey, Pooled
     if grouped:
         by_key: dict[GroupKey, list[Any]] = {}
         wanted = sorted({rid for g in grouped for rid in g})
-        counts_text = cast(m.ModeRow.outcome_counts, SqlText)
-        cols = (m.Run.environment_id, m.Run.platform_id, m.Run.probe_version, m.ModeRow.backend, m.ModeRow.mode,
-                m.ModeRow.env, m.ModeRow.stub, m.ModeRow.outcome, counts_text)
         for first in range(0, len(wanted), 5000):
             for env_id, platform_id, probe, backend, mode, env, stub, outcome, counts, n in s.execute(
-                    select(*cols, func.count()).join(m.Run, m.Run.id == m.ModeRow.run_id)
-                    .where(m.ModeRow.run_id.in_(wanted[first:first + 5000])).group_by(*cols)):
+                    _POOLED, {"keys": wanted[first:first + 5000]}):
                 by_key.setdefault((env_id, platform_id, probe), []).append(
                     _Counted(backend, mode, env, bool(stub), outcome, json.loads(counts) if counts else None, n))
         for g, key in grouped.items():
@@ -236,8 +242,7 @@ def first_runs(s: Session, runs: Iterable[m.Run]) -> None:
                    for r in runs} - {r.id for r in runs})
     held = _cache(s).setdefault("firsts", [])  # the Session holds its objects weakly: these are kept here
     for first in range(0, len(want), 500):
-        held += s.scalars(select(m.Run).where(m.Run.id.in_(want[first:first + 500]))
-                          .options(selectinload(m.Run.environment))).all()  # what a footnote cites
+        held += s.scalars(_FIRST_RUNS, {"keys": want[first:first + 500]}).all()  # what a footnote cites
 
 
 def counts_text(counts: dict[str, int] | None) -> str:

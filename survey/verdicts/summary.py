@@ -42,7 +42,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import delete, event, exists, func, insert, select, tuple_, update
+from sqlalchemy import bindparam, delete, event, exists, func, insert, select, tuple_, update
 from sqlalchemy.orm import Session, selectinload
 
 from db import bulk
@@ -67,12 +67,28 @@ _CAUSE = {str(c): c for c in Cause}
 _COLUMNS = [m.Cell.__table__.c[k] for k in cells_mod.ALL_KEYS]
 
 
+# The statements a write sends, built once (as survey.evidence.ingest's); an IN takes its list
+# as the expanding parameter ``keys``.
+_KEYS = bindparam("keys", expanding=True)
+_META = select(m.Meta.key, m.Meta.value).where(m.Meta.key.in_((MATRIX_VERSION, STAMP)))
+_SET_STAMP = (update(m.Meta).where(m.Meta.key == STAMP).values(value=bindparam("stamp"))
+              .execution_options(synchronize_session=False))
+_DROP_CELLS = delete(m.Cell).where(m.Cell.slot_id.in_(_KEYS))
+_DROP_FACTS = delete(m.SlotFacts).where(m.SlotFacts.slot_id.in_(_KEYS))
+_SLOT_RUNS = select(m.Slot.id, m.Slot.complete_run_id).where(m.Slot.id.in_(_KEYS))
+_RUNS_TO_READ = select(m.Run).where(m.Run.id.in_(_KEYS)).options(
+    selectinload(m.Run.modes), selectinload(m.Run.captures), selectinload(m.Run.environment))
+_RUNS_WRITTEN = select(m.Run).where(m.Run.id.in_(_KEYS)).options(selectinload(m.Run.environment))
+_ADD_FACTS = insert(m.Base.metadata.tables["slot_facts"])
+_SLOTS_SHOWING = select(m.Slot.id).where(m.Slot.complete_run_id.in_(_KEYS))
+
+
 def stamp_of(version: str | int) -> str:
     return f"{RULES}:{version}"
 
 
 def _meta(s: Session) -> dict[str, str]:
-    return {k: v for k, v in s.execute(select(m.Meta.key, m.Meta.value).where(m.Meta.key.in_((MATRIX_VERSION, STAMP))))}
+    return {k: v for k, v in s.execute(_META)}
 
 
 def current(s: Session) -> bool:
@@ -199,19 +215,15 @@ def refresh(s: Session, slot_ids: list[int], reports: dict[int, Identified] | No
     reports = reports or {}
     for first in range(0, len(slot_ids), CHUNK):
         ids = slot_ids[first:first + CHUNK]
-        s.execute(delete(m.Cell).where(m.Cell.slot_id.in_(ids)))
-        s.execute(delete(m.SlotFacts).where(m.SlotFacts.slot_id.in_(ids)))
-        slot_runs: dict[int, int] = {sid: rid for sid, rid in s.execute(
-            select(m.Slot.id, m.Slot.complete_run_id).where(m.Slot.id.in_(ids))) if rid is not None}
+        s.execute(_DROP_CELLS, {"keys": ids})
+        s.execute(_DROP_FACTS, {"keys": ids})
+        slot_runs: dict[int, int] = {sid: rid for sid, rid in s.execute(_SLOT_RUNS, {"keys": ids}) if rid is not None}
         wanted = set(slot_runs.values())
         written = {rid: reports[rid] for rid in wanted if rid in reports}
         read = wanted - written.keys()
-        runs = {r.id: r for r in s.scalars(select(m.Run).where(m.Run.id.in_(read))
-                                          .options(selectinload(m.Run.modes), selectinload(m.Run.captures),
-                                                   selectinload(m.Run.environment)))} if read else {}
+        runs = {r.id: r for r in s.scalars(_RUNS_TO_READ, {"keys": sorted(read)})} if read else {}
         if written:  # their checks are in hand
-            runs.update((r.id, r) for r in s.scalars(select(m.Run).where(m.Run.id.in_(written))
-                                                      .options(selectinload(m.Run.environment))))
+            runs.update((r.id, r) for r in s.scalars(_RUNS_WRITTEN, {"keys": sorted(written)}))
         worked, given, keys = _derive(s, runs, written)
         rows = [_row(sid, rid, i, c) for sid, rid in slot_runs.items() for i, c in enumerate(worked[rid])]
         conn = s.connection()
@@ -223,7 +235,7 @@ def refresh(s: Session, slot_ids: list[int], reports: dict[int, Identified] | No
                              cells_mod.cells_bytes(worked[rid]) + len(facts[rid].answers))
             parts = {rid: facts[rid].parts() for rid in set(slot_runs.values())}
             text_ids = intern_texts(conn, {checks for checks, _ in parts.values()})
-            conn.execute(insert(m.Base.metadata.tables["slot_facts"]), [
+            conn.execute(_ADD_FACTS, [
                 {"slot_id": sid, "run_id": rid, "checks_id": text_ids[parts[rid][0]], "facts": parts[rid][1]}
                 for sid, rid in slot_runs.items()])
         out.update((sid, (rid, worked[rid])) for sid, rid in slot_runs.items())
@@ -368,8 +380,7 @@ def _row(slot_id: int, run_id: int, ord_: int, cell: dict[str, Any]) -> dict[str
 
 
 def _set_stamp(s: Session, version: str) -> None:
-    moved = s.execute(update(m.Meta).where(m.Meta.key == STAMP).values(value=stamp_of(version))
-                      .execution_options(synchronize_session=False))
+    moved = s.execute(_SET_STAMP, {"stamp": stamp_of(version)})
     if getattr(moved, "rowcount", 0) == 0:
         s.add(m.Meta(key=STAMP, value=stamp_of(version)))
         s.flush()
@@ -405,7 +416,7 @@ def _own_slots(s: Session, runs: list[m.Run]) -> list[int]:
     ids = sorted({r.id for r in runs if r.status == "complete"})
     out: set[int] = set()
     for first in range(0, len(ids), CHUNK):
-        out.update(s.scalars(select(m.Slot.id).where(m.Slot.complete_run_id.in_(ids[first:first + CHUNK]))))
+        out.update(s.scalars(_SLOTS_SHOWING, {"keys": ids[first:first + CHUNK]}))
     return sorted(out)
 
 
