@@ -28,7 +28,20 @@ from __future__ import annotations
 import datetime as dt
 from typing import Any
 
-from sqlalchemy import JSON, Boolean, DateTime, Float, ForeignKey, Index, Integer, LargeBinary, UniqueConstraint, select
+from sqlalchemy import (
+    JSON,
+    BindParameter,
+    Boolean,
+    DateTime,
+    Float,
+    ForeignKey,
+    Index,
+    Integer,
+    LargeBinary,
+    UniqueConstraint,
+    bindparam,
+    select,
+)
 from sqlalchemy import String as _String
 from sqlalchemy import Text as _Text
 from sqlalchemy.engine import Dialect
@@ -39,6 +52,10 @@ from db import compression
 from db import widths as W
 
 NUL_SHOWN = "\u2400"  # SYMBOL FOR NULL: one character for one, so a value still fits its column
+# The list of an ``IN`` in a statement built once, at import (``column.in_(KEYS)``), and given
+# as ``{"keys": [...]}`` when it runs: a statement built per call is built and keyed by
+# SQLAlchemy each time (a write sends about thirty).
+KEYS: BindParameter[Any] = bindparam("keys", expanding=True)
 
 
 class String(TypeDecorator[str]):

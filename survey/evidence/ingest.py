@@ -33,7 +33,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from sqlalchemy import BigInteger, Connection, bindparam, func, insert, select, text, update
+from sqlalchemy import BigInteger, Connection, func, insert, select, text, update
 from sqlalchemy import String as SqlString
 from sqlalchemy import cast as sql_cast
 from sqlalchemy.exc import IntegrityError, OperationalError
@@ -347,7 +347,7 @@ def forget_writes(s: Session) -> None:
 # The statements a write sends, built once: SQLAlchemy builds and keys a statement made
 # per call anew (about 0.1 ms of a write's time each; tests/test_scale.py counts them).
 # An ``IN`` takes its list as the expanding parameter ``keys``.
-_KEYS = bindparam("keys", expanding=True)
+_KEYS = m.KEYS
 _TEXTS = m.Base.metadata.tables["texts"]
 _BUMP = (update(m.Meta).where(m.Meta.key == MATRIX_VERSION)
          .values(value=sql_cast(sql_cast(m.Meta.value, BigInteger) + 1, SqlString()))

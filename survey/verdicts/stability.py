@@ -44,7 +44,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from sqlalchemy import Text as SqlText
-from sqlalchemy import bindparam, cast, func, select
+from sqlalchemy import cast, func, select
 from sqlalchemy.orm import Session, object_session, selectinload
 
 from db import models as m
@@ -122,7 +122,7 @@ def pool(rows: Iterable[Any]) -> dict[CheckKey, Pooled]:
 
 # The statements of the rule, built once (as survey.evidence.ingest's): an IN takes its list
 # as the expanding parameter ``keys``.
-_KEYS = bindparam("keys", expanding=True)
+_KEYS = m.KEYS
 _GROUPS = (select(m.Run.id, m.Run.environment_id, m.Run.platform_id, m.Run.probe_version, m.Run.candidate_id)
            .where(m.Run.environment_id.in_(_KEYS), m.Run.status == "complete"))
 _POOLED_COLUMNS = (m.Run.environment_id, m.Run.platform_id, m.Run.probe_version, m.ModeRow.backend, m.ModeRow.mode,
@@ -138,9 +138,9 @@ def groups(s: Session, runs: Iterable[m.Run]) -> dict[int, tuple[int, ...]]:
     cache, candidate_of, keys = _cache(s)["groups"], _cache(s)["candidate"], _cache(s)["keys"]
     todo = {r.id: group_key(r) for r in runs if r.id not in cache and r.environment_id is not None}
     if todo:
-        envs = {k[0] for k in todo.values()}
+        envs = sorted({k[0] for k in todo.values() if k[0] is not None})
         members: dict[GroupKey, list[int]] = {}
-        for rid, env_id, platform_id, probe_version, candidate_id in s.execute(_GROUPS, {"keys": sorted(envs)}):
+        for rid, env_id, platform_id, probe_version, candidate_id in s.execute(_GROUPS, {"keys": envs}):
             members.setdefault((env_id, platform_id, probe_version), []).append(rid)
             candidate_of[rid] = candidate_id
         for rid, key in todo.items():

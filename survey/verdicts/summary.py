@@ -69,7 +69,7 @@ _COLUMNS = [m.Cell.__table__.c[k] for k in cells_mod.ALL_KEYS]
 
 # The statements a write sends, built once (as survey.evidence.ingest's); an IN takes its list
 # as the expanding parameter ``keys``.
-_KEYS = bindparam("keys", expanding=True)
+_KEYS = m.KEYS
 _META = select(m.Meta.key, m.Meta.value).where(m.Meta.key.in_((MATRIX_VERSION, STAMP)))
 _SET_STAMP = (update(m.Meta).where(m.Meta.key == STAMP).values(value=bindparam("stamp"))
               .execution_options(synchronize_session=False))
