@@ -347,17 +347,16 @@ def forget_writes(s: Session) -> None:
 # The statements a write sends, built once: SQLAlchemy builds and keys a statement made
 # per call anew (about 0.1 ms of a write's time each; tests/test_scale.py counts them).
 # An ``IN`` takes its list as the expanding parameter ``keys``.
-_KEYS = m.KEYS
 _TEXTS = m.Base.metadata.tables["texts"]
 _BUMP = (update(m.Meta).where(m.Meta.key == MATRIX_VERSION)
          .values(value=sql_cast(sql_cast(m.Meta.value, BigInteger) + 1, SqlString()))
          .execution_options(synchronize_session=False))
-_STORED_RUNS = select(m.Run.report_hash, m.Run.id).where(m.Run.report_hash.in_(_KEYS))
-_ENVIRONMENTS = select(m.Environment).where(m.Environment.identity.in_(_KEYS))
-_CANDIDATES = select(m.Candidate).where(m.Candidate.name.in_(_KEYS))
-_PLATFORMS = select(m.Platform).where(m.Platform.key.in_(_KEYS))
-_SLOTS_OF_CANDIDATES = select(m.Slot).where(m.Slot.candidate_id.in_(_KEYS))
-_TEXT_IDS = select(_TEXTS.c.sha256, _TEXTS.c.id).where(_TEXTS.c.sha256.in_(_KEYS))
+_STORED_RUNS = select(m.Run.report_hash, m.Run.id).where(m.Run.report_hash.in_(m.KEYS))
+_ENVIRONMENTS = select(m.Environment).where(m.Environment.identity.in_(m.KEYS))
+_CANDIDATES = select(m.Candidate).where(m.Candidate.name.in_(m.KEYS))
+_PLATFORMS = select(m.Platform).where(m.Platform.key.in_(m.KEYS))
+_SLOTS_OF_CANDIDATES = select(m.Slot).where(m.Slot.candidate_id.in_(m.KEYS))
+_TEXT_IDS = select(_TEXTS.c.sha256, _TEXTS.c.id).where(_TEXTS.c.sha256.in_(m.KEYS))
 _ADD_TEXTS = insert(_TEXTS)
 _ADD_REPORTS = insert(m.Base.metadata.tables["reports"])
 

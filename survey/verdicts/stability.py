@@ -121,15 +121,15 @@ def pool(rows: Iterable[Any]) -> dict[CheckKey, Pooled]:
 
 
 # The statements of the rule, built once (as survey.evidence.ingest's): an IN takes its list
-# as the expanding parameter ``keys``.
-_KEYS = m.KEYS
+# as the expanding parameter ``keys`` (db.models.KEYS). RUNS_WITH_ENVIRONMENT: runs by id, each
+# with its environment (survey.verdicts.summary reads them so too).
 _GROUPS = (select(m.Run.id, m.Run.environment_id, m.Run.platform_id, m.Run.probe_version, m.Run.candidate_id)
-           .where(m.Run.environment_id.in_(_KEYS), m.Run.status == "complete"))
+           .where(m.Run.environment_id.in_(m.KEYS), m.Run.status == "complete"))
 _POOLED_COLUMNS = (m.Run.environment_id, m.Run.platform_id, m.Run.probe_version, m.ModeRow.backend, m.ModeRow.mode,
                    m.ModeRow.env, m.ModeRow.stub, m.ModeRow.outcome, cast(m.ModeRow.outcome_counts, SqlText))
 _POOLED = (select(*_POOLED_COLUMNS, func.count()).join(m.Run, m.Run.id == m.ModeRow.run_id)
-           .where(m.ModeRow.run_id.in_(_KEYS)).group_by(*_POOLED_COLUMNS))
-_FIRST_RUNS = select(m.Run).where(m.Run.id.in_(_KEYS)).options(selectinload(m.Run.environment))
+           .where(m.ModeRow.run_id.in_(m.KEYS)).group_by(*_POOLED_COLUMNS))
+RUNS_WITH_ENVIRONMENT = select(m.Run).where(m.Run.id.in_(m.KEYS)).options(selectinload(m.Run.environment))
 
 
 def groups(s: Session, runs: Iterable[m.Run]) -> dict[int, tuple[int, ...]]:
@@ -242,7 +242,7 @@ def first_runs(s: Session, runs: Iterable[m.Run]) -> None:
                    for r in runs} - {r.id for r in runs})
     held = _cache(s).setdefault("firsts", [])  # the Session holds its objects weakly: these are kept here
     for first in range(0, len(want), 500):
-        held += s.scalars(_FIRST_RUNS, {"keys": want[first:first + 500]}).all()  # what a footnote cites
+        held += s.scalars(RUNS_WITH_ENVIRONMENT, {"keys": want[first:first + 500]}).all()  # what a footnote cites
 
 
 def counts_text(counts: dict[str, int] | None) -> str:

@@ -69,18 +69,16 @@ _COLUMNS = [m.Cell.__table__.c[k] for k in cells_mod.ALL_KEYS]
 
 # The statements a write sends, built once (as survey.evidence.ingest's); an IN takes its list
 # as the expanding parameter ``keys``.
-_KEYS = m.KEYS
 _META = select(m.Meta.key, m.Meta.value).where(m.Meta.key.in_((MATRIX_VERSION, STAMP)))
 _SET_STAMP = (update(m.Meta).where(m.Meta.key == STAMP).values(value=bindparam("stamp"))
               .execution_options(synchronize_session=False))
-_DROP_CELLS = delete(m.Cell).where(m.Cell.slot_id.in_(_KEYS))
-_DROP_FACTS = delete(m.SlotFacts).where(m.SlotFacts.slot_id.in_(_KEYS))
-_SLOT_RUNS = select(m.Slot.id, m.Slot.complete_run_id).where(m.Slot.id.in_(_KEYS))
-_RUNS_TO_READ = select(m.Run).where(m.Run.id.in_(_KEYS)).options(
+_DROP_CELLS = delete(m.Cell).where(m.Cell.slot_id.in_(m.KEYS))
+_DROP_FACTS = delete(m.SlotFacts).where(m.SlotFacts.slot_id.in_(m.KEYS))
+_SLOT_RUNS = select(m.Slot.id, m.Slot.complete_run_id).where(m.Slot.id.in_(m.KEYS))
+_RUNS_TO_READ = select(m.Run).where(m.Run.id.in_(m.KEYS)).options(
     selectinload(m.Run.modes), selectinload(m.Run.captures), selectinload(m.Run.environment))
-_RUNS_WRITTEN = select(m.Run).where(m.Run.id.in_(_KEYS)).options(selectinload(m.Run.environment))
 _ADD_FACTS = insert(m.Base.metadata.tables["slot_facts"])
-_SLOTS_SHOWING = select(m.Slot.id).where(m.Slot.complete_run_id.in_(_KEYS))
+_SLOTS_SHOWING = select(m.Slot.id).where(m.Slot.complete_run_id.in_(m.KEYS))
 
 
 def stamp_of(version: str | int) -> str:
@@ -223,7 +221,7 @@ def refresh(s: Session, slot_ids: list[int], reports: dict[int, Identified] | No
         read = wanted - written.keys()
         runs = {r.id: r for r in s.scalars(_RUNS_TO_READ, {"keys": sorted(read)})} if read else {}
         if written:  # their checks are in hand
-            runs.update((r.id, r) for r in s.scalars(_RUNS_WRITTEN, {"keys": sorted(written)}))
+            runs.update((r.id, r) for r in s.scalars(stability.RUNS_WITH_ENVIRONMENT, {"keys": sorted(written)}))
         worked, given, keys = _derive(s, runs, written)
         rows = [_row(sid, rid, i, c) for sid, rid in slot_runs.items() for i, c in enumerate(worked[rid])]
         conn = s.connection()
