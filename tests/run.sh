@@ -107,8 +107,18 @@ started=() logs=''  # the background jobs, stopped on exit
 prepare() {  # JOB COMMAND...: COMMAND in the background; the clean-up below stops it too
   ( trap 'kill $child 2>/dev/null' TERM  # set before the command starts: no moment without it
     "${@:2}" >"$logs/$1" 2>&1 & child=$!
-    rc=0; wait $child || rc=$?; echo $rc >"$logs/$1.rc" ) &
+    from=$SECONDS; rc=0; wait $child || rc=$?
+    times >"$logs/$1.times"; echo $((SECONDS - from)) >"$logs/$1.wall"  # for `took`, at the end
+    echo $rc >"$logs/$1.rc" ) &
   started+=($!)
+}
+cpu() {  # FILE: the CPU seconds of the children a `times` output there names (user + system)
+  awk 'NR == 2 { s = 0; for (i = 1; i <= 2; i++) { split($i, p, "m"); sub("s", "", p[2]); s += p[1] * 60 + p[2] }
+                 printf "%.1f", s }' "$1"
+}
+took() {  # JOB: "JOB W s, CPU C s", from what prepare wrote
+  [[ -s $logs/$1.times ]] || { echo "$1 (not ended)"; return; }
+  echo "$1 $(cat "$logs/$1.wall") s, CPU $(cpu "$logs/$1.times") s"
 }
 if [[ $mode == all ]]; then
   export CONTAINERS_CONF=${CONTAINERS_CONF:-$PWD/.ci/containers.conf}
@@ -149,7 +159,9 @@ fi
 # short ones last (tests/conftest.py, tests/helpers/scheduling.py).
 # --durations: the slowest tests are in the log, so where the time goes is on record
 status=0
+tests_from=$SECONDS
 "${pytest[@]}" --durations=30 "$@" || status=$?
+tests_took=$((SECONDS - tests_from))
 wait  # the background jobs: ended by now, as a rule
 for job in images venvs types; do
   if [[ $(cat "$logs/$job.rc" 2>/dev/null) != 0 ]]; then
@@ -158,5 +170,8 @@ for job in images venvs types; do
     ((status)) || status=1
   fi
 done
-say "every tier: exit $status; ${SECONDS} s in all"
+# where the time went: the jobs ran beside the tests, so their CPU is time the tests did not have
+times >"$logs/all.times"  # every command this script ran and waited for
+say "took: setup $tests_from s; tests $tests_took s; beside them $(took images); $(took venvs); $(took types)"
+say "every tier: exit $status; ${SECONDS} s in all, CPU $(cpu "$logs/all.times") s"
 exit "$status"

@@ -89,6 +89,42 @@ wait $!
     assert (tmp_path / "images").read_text() == "building\n"
 
 
+def _function(name: str) -> str:
+    """A one-level shell function of tests/run.sh, as written there."""
+    found = re.findall(rf"^{name}\(\) \{{.*?^\}}$", RUN_SH.read_text(), flags=re.MULTILINE | re.DOTALL)
+    assert len(found) == 1, f"tests/run.sh defines {name} once"
+    return found[0]
+
+
+def test_it_says_what_each_background_job_took(tmp_path: Path) -> None:
+    # the job's own CPU, not the shell's: a command that burns CPU shows it, one that sleeps does not
+    script = f"""set -euo pipefail
+logs={tmp_path} started=()
+{_prepare_function()}
+{_function("cpu")}
+{_function("took")}
+prepare images python3 -c 'sum(range(10**7))'
+wait $!
+prepare venvs sleep 0.2
+wait $!
+took images; took venvs; took types
+"""
+    result = subprocess.run(["bash", "-c", script], capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stderr
+    images, venvs, types = result.stdout.splitlines()
+    found = re.fullmatch(r"images (\d+) s, CPU (\d+\.\d) s", images)
+    assert found and float(found[2]) >= 0.1, images
+    assert re.fullmatch(r"venvs \d+ s, CPU 0\.0 s", venvs), venvs
+    assert types == "types (not ended)"
+
+
+def test_cpu_reads_the_children_line_of_times(tmp_path: Path) -> None:
+    (tmp_path / "t").write_text("0m0.010s 0m0.020s\n1m2.500s 0m0.600s\n")
+    result = subprocess.run(["bash", "-c", f"{_function('cpu')}\ncpu {tmp_path / 't'}"],
+                            capture_output=True, text=True, timeout=60)
+    assert result.stdout == "63.1", result.stderr
+
+
 def test_the_clean_up_stops_the_command_of_a_prepared_job(tmp_path: Path) -> None:
     logs = tmp_path / "logs"
     logs.mkdir()
