@@ -126,7 +126,8 @@ if [[ $mode == all ]]; then
   export PROTON_SURVEY_PREPARING=$logs
   # by the end the jobs have ended, so kill fails: `|| true` keeps that from becoming
   # the exit status under set -e (tests/test_run_script.py)
-  trap 'kill ${started[@]+"${started[@]}"} 2>/dev/null || true; rm -rf "$logs"' EXIT
+  # and waits for them: a stopped job's wrapper still writes its status files as it ends
+  trap 'kill ${started[@]+"${started[@]}"} 2>/dev/null || true; wait ${started[@]+"${started[@]}"} 2>/dev/null || true; rm -rf "$logs"' EXIT
   prepare images env PYTHON=.venv/bin/python .ci/build-images  # needs only pip
 fi
 .venv/bin/python -m pip install -q -e ".[test,browser,bench,fleet]"

@@ -7,7 +7,9 @@ stopping them fails — under ``set -e`` that failure must not become the script
 
 from __future__ import annotations
 
+import os
 import re
+import signal
 import subprocess
 import time
 from pathlib import Path
@@ -139,6 +141,38 @@ exit 0
     result = subprocess.run(["bash", "-c", script], capture_output=True, text=True, timeout=60)
     assert result.returncode == 0, result.stderr
     assert _ends(int((tmp_path / "pid").read_text())), "the job's command still runs after the clean-up"
+
+
+def test_the_clean_up_waits_for_the_jobs_it_stopped_before_it_removes_their_logs(tmp_path: Path) -> None:
+    # A stopped job's wrapper still writes its status files as it ends. A clean-up that
+    # removed the logs meanwhile failed now and then ("Directory not empty": exit status 1
+    # though every tier passed; a flake hunt saw it). Here one of those files is a FIFO that
+    # a reader opens only after a moment, so the wrapper's last writes are slow: the clean-up
+    # must have waited for them (the wrapper ended, the logs gone).
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    os.mkfifo(logs / "images.wall")
+    script = f"""set -euo pipefail
+logs={logs} started=()
+{_prepare_function()}
+prepare images bash -c 'echo $$ >{tmp_path}/pid; exec sleep 300'
+echo ${{started[0]}} >{tmp_path}/wrapper
+while [[ ! -s {tmp_path}/pid ]]; do sleep 0.05; done
+(sleep 0.5; cat {logs}/images.wall >/dev/null 2>&1 || true) &
+trap {_exit_trap()} EXIT
+exit 0
+"""
+    result = subprocess.run(["bash", "-c", script], capture_output=True, text=True, timeout=60)
+    wrapper = int((tmp_path / "wrapper").read_text())
+    try:
+        assert result.returncode == 0, result.stderr
+        assert _ends(wrapper), "the clean-up returned before the job it stopped had ended"
+        assert not logs.exists()
+    finally:
+        try:
+            os.kill(wrapper, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
 
 
 def _system_packages_section() -> str:
