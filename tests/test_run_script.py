@@ -69,11 +69,10 @@ def test_the_clean_up_stops_background_jobs_still_running(tmp_path: Path) -> Non
     assert not (tmp_path / "logs").exists()
 
 
-def _prepare_function() -> str:
-    """tests/run.sh's ``prepare``, the wrapper of its background jobs, as written there."""
-    text = RUN_SH.read_text()
-    found = re.findall(r"^prepare\(\) \{.*?^\}$", text, flags=re.MULTILINE | re.DOTALL)
-    assert len(found) == 1, "tests/run.sh defines prepare once"
+def _function(name: str) -> str:
+    """A one-level shell function of tests/run.sh, as written there."""
+    found = re.findall(rf"^{name}\(\) \{{.*?^\}}$", RUN_SH.read_text(), flags=re.MULTILINE | re.DOTALL)
+    assert len(found) == 1, f"tests/run.sh defines {name} once"
     return found[0]
 
 
@@ -81,7 +80,7 @@ def test_a_background_job_writes_its_exit_status_when_it_ends(tmp_path: Path) ->
     # the tests that need a job are handed out once JOB.rc is there (tests/helpers/scheduling.py)
     script = f"""set -euo pipefail
 logs={tmp_path} started=()
-{_prepare_function()}
+{_function("prepare")}
 prepare images bash -c 'echo building; exit 3'
 wait $!
 """
@@ -91,18 +90,11 @@ wait $!
     assert (tmp_path / "images").read_text() == "building\n"
 
 
-def _function(name: str) -> str:
-    """A one-level shell function of tests/run.sh, as written there."""
-    found = re.findall(rf"^{name}\(\) \{{.*?^\}}$", RUN_SH.read_text(), flags=re.MULTILINE | re.DOTALL)
-    assert len(found) == 1, f"tests/run.sh defines {name} once"
-    return found[0]
-
-
 def test_it_says_what_each_background_job_took(tmp_path: Path) -> None:
     # the job's own CPU, not the shell's: a command that burns CPU shows it, one that sleeps does not
     script = f"""set -euo pipefail
 logs={tmp_path} started=()
-{_prepare_function()}
+{_function("prepare")}
 {_function("cpu")}
 {_function("took")}
 prepare images python3 -c 'sum(range(10**7))'
@@ -132,7 +124,7 @@ def test_the_clean_up_stops_the_command_of_a_prepared_job(tmp_path: Path) -> Non
     logs.mkdir()
     script = f"""set -euo pipefail
 logs={logs} started=()
-{_prepare_function()}
+{_function("prepare")}
 prepare images bash -c 'echo $$ >{tmp_path}/pid; exec sleep 300'
 while [[ ! -s {tmp_path}/pid ]]; do sleep 0.05; done
 trap {_exit_trap()} EXIT
@@ -154,7 +146,7 @@ def test_the_clean_up_waits_for_the_jobs_it_stopped_before_it_removes_their_logs
     os.mkfifo(logs / "images.wall")
     script = f"""set -euo pipefail
 logs={logs} started=()
-{_prepare_function()}
+{_function("prepare")}
 prepare images bash -c 'echo $$ >{tmp_path}/pid; exec sleep 300'
 echo ${{started[0]}} >{tmp_path}/wrapper
 while [[ ! -s {tmp_path}/pid ]]; do sleep 0.05; done
