@@ -24,15 +24,11 @@ them answer with next. A store in this process's memory cannot be shared: usage 
 from __future__ import annotations
 
 import asyncio
-import ctypes
 import errno
 import gc
 import os
-import signal
 import socket
-import sys
 import threading
-import time
 from collections.abc import Callable
 from typing import Any
 
@@ -40,6 +36,8 @@ from api.httpguard import DEFAULT, LIMITS_ATTR, GuardedH11Protocol, Limits
 from db.store import Store, StoreError
 from survey.core import collector, exitcodes
 from survey.core.errors import SurveyError, UsageProblem
+from survey.core.lifetime import GRACEFUL_S, die_with
+from survey.flows import writer
 
 UNAVAILABLE = exitcodes.ENGINE_UNAVAILABLE  # 69, EX_UNAVAILABLE: something this needs is not available here
 
@@ -55,8 +53,6 @@ class AddressUnavailable(SurveyError):
 WORKER_STORE_ENV = "SURVEY_SERVE_WORKER_STORE"  # the store's URL, handed from the parent to its workers
 SUPERVISOR_ENV = "SURVEY_SERVE_SUPERVISOR"  # the supervisor's pid: a worker dies with it
 MAX_WORKERS = 64
-GRACEFUL_S = 10  # how long a stopping server waits for requests in flight
-PR_SET_PDEATHSIG = 1
 
 
 def check_workers(workers: int) -> None:
@@ -71,34 +67,14 @@ def in_memory(store: Store) -> bool:
                                                    or "mode=memory" in str(url.query))
 
 
-def die_with(supervisor: int) -> None:
-    """End this process when ``supervisor`` (its parent) ends: SIGTERM from the kernel
-    (Linux), and a thread that watches the parent's pid (anywhere; and should the
-    signal be lost), which ends the process if a graceful stop takes too long."""
-    if sys.platform.startswith("linux"):
-        try:
-            ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
-        except (OSError, AttributeError):
-            pass
-
-    def watch() -> None:
-        while os.getppid() == supervisor:
-            time.sleep(0.5)
-        os.kill(os.getpid(), signal.SIGTERM)  # a graceful stop first
-        time.sleep(GRACEFUL_S + 5)
-        os._exit(1)
-
-    threading.Thread(target=watch, name="supervisor-watch", daemon=True).start()
-
-
 def worker_app() -> Any:
     """One worker's service (``--workers N``): its own connections to the parent's store."""
     if os.environ.get(SUPERVISOR_ENV):
         die_with(int(os.environ[SUPERVISOR_ENV]))
-    return serving_app(Store(os.environ[WORKER_STORE_ENV], create=False))
+    return serving_app(Store(os.environ[WORKER_STORE_ENV], create=False), os.environ.get(writer.ADDRESS_ENV))
 
 
-def serving_app(store: Store) -> Any:
+def serving_app(store: Store, own_writer: writer.WriterProcess | str | None = None) -> Any:
     """The app a server process serves, the matrix's statements compiled
     (:func:`api.matrix.warm`), one request routed (:func:`_route_once`) and its startup's
     objects then frozen (``gc.freeze``):
@@ -115,6 +91,9 @@ def serving_app(store: Store) -> Any:
         matrix.warm(store)  # the first page's statements compiled before anyone asks for it
     except (SQLAlchemyError, OSError, StoreError):  # the store cannot answer now: the first request says why
         pass
+    if own_writer is not None:  # uploads go to the store's writer process (survey.flows.writer)
+        handle = own_writer if isinstance(own_writer, str) else own_writer.handle
+        app.state.writer = writer.connect(store, handle)
     # in a thread of its own: a worker's app is made inside uvicorn's running event loop
     routed = threading.Thread(target=_route_once, args=(app,), name="route-once")
     routed.start()
@@ -229,17 +208,24 @@ def serve(open_store: Callable[[], Store], host: str, port: int, workers: int = 
         if workers > 1 and in_memory(store):
             raise UsageProblem(f"--workers {workers}: an in-memory store cannot be shared between processes; "
                                "give --db a file or a PostgreSQL URL")
+        own_writer = None if store.read_only or in_memory(store) else writer.WriterProcess(store.url)
         sock.listen(2048)
         say(f"serving {url(host, port)} (store: {shown(store.url)})")
-        if workers == 1:
-            config = uvicorn_config(serving_app(store), host, port, limits)
-            uvicorn.Server(config).run(sockets=[sock])
-            return
-        os.environ[WORKER_STORE_ENV] = store.url
-        os.environ[SUPERVISOR_ENV] = str(os.getpid())
-        from uvicorn.supervisors import Multiprocess
+        try:
+            if workers == 1:
+                config = uvicorn_config(serving_app(store, own_writer), host, port, limits)
+                uvicorn.Server(config).run(sockets=[sock])
+                return
+            os.environ[WORKER_STORE_ENV] = store.url
+            os.environ[SUPERVISOR_ENV] = str(os.getpid())
+            if own_writer is not None:
+                os.environ[writer.ADDRESS_ENV] = own_writer.handle
+            from uvicorn.supervisors import Multiprocess
 
-        config = uvicorn_config("api.serve:worker_app", host, port, limits, factory=True, workers=workers)
-        Multiprocess(config, sockets=[sock]).run()
+            config = uvicorn_config("api.serve:worker_app", host, port, limits, factory=True, workers=workers)
+            Multiprocess(config, sockets=[sock]).run()
+        finally:
+            if own_writer is not None:
+                own_writer.stop()
     finally:
         sock.close()

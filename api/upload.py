@@ -48,6 +48,7 @@ from survey.evidence.ingest import IngestResult, identify
 from survey.evidence.report import DEFAULT_MAX_REPORT_BYTES, MAX_INT
 from survey.flows.filing import new_filing
 from survey.flows.group_commit import GroupCommit
+from survey.flows.writer import RemoteWriter, StoreReplacedMeanwhile, WriterGone
 
 INT_MIN, INT_MAX = -MAX_INT, MAX_INT  # what every JSON reader holds exactly (survey.evidence.report.MAX_INT)
 
@@ -111,7 +112,7 @@ async def read_body(request: Request, limit: int, timeout: float) -> bytes:
     return b"".join(chunks)
 
 
-def store_report(writer: GroupCommit, raw: bytes, candidate: str | None, label: str | None,
+def store_report(writer: GroupCommit | RemoteWriter, raw: bytes, candidate: str | None, label: str | None,
                  catalog: Catalog) -> IngestResult:
     store = writer.store
     try:
@@ -120,11 +121,21 @@ def store_report(writer: GroupCommit, raw: bytes, candidate: str | None, label: 
         raise ApiError(422, "invalid_report", "not a probe report: JSON nested too deep to read")
     # the rules of `survey ingest`; a name given over HTTP is asked for, so it may be new
     filing = new_filing(ident, candidate=candidate, label=label, catalog=catalog)
-    res = writer.store_report(ident, filing)  # with the uploads that wait beside it, once committed
+    try:
+        res = writer.store_report(ident, filing)  # with the uploads that wait beside it, once committed
+    except StoreReplacedMeanwhile:
+        raise replaced_meanwhile()
+    except WriterGone as e:
+        raise ApiError(503, "store_unavailable", f"{e}: the report was not stored",
+                       hint="restart the server (survey serve), then send it again")
     if store.replaced():  # written into a file that is no longer the store's: not acknowledged
-        raise ApiError(503, "store_replaced", "the store's file was replaced while this report was being stored; "
-                       "it is not in the new file", hint="send it again")
+        raise replaced_meanwhile()
     return res
+
+
+def replaced_meanwhile() -> ApiError:
+    return ApiError(503, "store_replaced", "the store's file was replaced while this report was being stored; "
+                    "it is not in the new file", hint="send it again")
 
 
 def note(res: IngestResult, asked: str | None) -> str | None:

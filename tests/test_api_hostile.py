@@ -43,6 +43,7 @@ from survey.render import table as table_mod
 from survey.verdicts import matrix as survey_matrix
 from tests.conftest import Clock, no_traceback, report_bytes, survey_cli, wait_until_serving
 from tests.helpers.api import TOKEN, Client, Server, Text, assert_error
+from tests.helpers.serve import serving_children
 
 # The API fixtures of test_api (an app over a store, called through httpx's ASGI transport).
 
@@ -752,9 +753,8 @@ def test_serve_with_workers_answers_what_the_store_holds_from_every_worker(fille
                                 env={**os.environ, "SURVEY_TOKEN": TOKEN}, start_new_session=True)
     try:
         wait_until_serving(proc, base, log)
-        children = Path(f"/proc/{proc.pid}/task/{proc.pid}/children").read_text().split()
-        workers = [c for c in children if b"resource_tracker" not in Path(f"/proc/{c}/cmdline").read_bytes()]
-        assert len(workers) == 2, (children, log.read_text())
+        workers, writers = serving_children(proc.pid)
+        assert (len(workers), len(writers)) == (2, 1), (workers, writers, log.read_text())
 
         def rows() -> set[str]:  # a new connection each time: any worker may answer
             r = httpx.get(f"{base}/matrix.json?scope=all&_size=1000", headers={"Connection": "close"}, timeout=30)

@@ -10,6 +10,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+from survey.flows import writer
 from tests.conftest import wait_until_serving
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -44,6 +45,18 @@ class Served:
         except subprocess.TimeoutExpired:
             os.killpg(self.proc.pid, signal.SIGKILL)
             self.proc.wait()
+
+
+def serving_children(pid: int) -> tuple[list[int], list[int]]:
+    """The worker processes and the store's writer process (survey.flows.writer) of the
+    ``survey serve`` process ``pid`` (multiprocessing's resource tracker left out)."""
+    workers, writers = [], []
+    for child in Path(f"/proc/{pid}/task/{pid}/children").read_text().split():
+        if b"resource_tracker" in Path(f"/proc/{child}/cmdline").read_bytes():
+            continue
+        is_writer = Path(f"/proc/{child}/comm").read_text().strip() == writer.PROCESS_NAME
+        (writers if is_writer else workers).append(int(child))
+    return workers, writers
 
 
 def answer(conn: socket.socket, limit_s: float = 30) -> bytes:

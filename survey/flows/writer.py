@@ -1,0 +1,250 @@
+"""One process that writes a served store's uploads: the group commit (``survey.flows.group_commit``)
+in a process of its own.
+
+A server process runs an upload's HTTP layers, reads and checks its report (``identify``)
+and writes it, all under one interpreter lock, so the write (a third to a half of an
+upload's CPU, bench/README.md) and the rest take turns on one core while the other waits.
+``survey serve`` therefore starts one writer process per store (:class:`WriterProcess`):
+each serving process (one, or each of ``--workers N``) still reads and checks its uploads,
+and hands each identified report to the writer (:class:`RemoteWriter`, the same
+``store_report`` as :class:`~survey.flows.group_commit.GroupCommit`); the writer stores the
+reports that wait together, in one transaction (the group commit, unchanged), and answers
+each caller once its report is committed. SQLite has one writer at a time anyway; with one
+writing process the uploads of every serving process join the same groups, instead of each
+process's groups queueing on the store's lock.
+
+What crosses between them is small: an identified report (its rows packed, about 5 KB),
+a filing, and back an :class:`~survey.evidence.ingest.IngestResult` or the exception the
+write raised (the same one a write in process would raise, so the upload's answer is the
+same). They talk over a Unix socket in a private temporary directory, with a random key
+(``multiprocessing.connection``: each side proves it holds the key before anything is read).
+
+- The writer dies with the process that started it (``PR_SET_PDEATHSIG`` and a watch of
+  its parent, as ``--workers`` do), and is stopped when ``survey serve`` ends.
+- When the writer is gone, an upload that waits on it, or comes after, fails with
+  :class:`WriterGone` (503: nothing was stored by this answer; send it again).
+"""
+
+from __future__ import annotations
+
+import itertools
+import multiprocessing
+import os
+import pickle
+import secrets
+import shutil
+import signal
+import tempfile
+import threading
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from multiprocessing.connection import Client, Connection, Listener
+from typing import Any
+
+from db.store import Store
+from survey.core import exitcodes
+from survey.core.errors import SurveyError
+from survey.evidence.ingest import Filing, Identified, IngestResult
+from survey.flows.group_commit import MOST, GroupCommit
+
+ADDRESS_ENV = "SURVEY_SERVE_WRITER"  # "path-of-the-socket key-in-hex": handed to the serving processes
+START_TIMEOUT_S = 120.0
+PROCESS_NAME = "survey-writer"  # what ps shows (/proc/PID/comm)
+
+
+class WriterGone(SurveyError):
+    """The writer process has stopped, or did not start: this report was not stored by this
+    call (one that was being written when it stopped may or may not be in the store)."""
+
+    exit_code = exitcodes.ENGINE_UNAVAILABLE
+
+
+class StoreReplacedMeanwhile(Exception):
+    """The writer stored the report into a file that is no longer the store's (a file
+    renamed over the store while it was written): not acknowledged."""
+
+
+@dataclass
+class _Call:
+    done: threading.Event = field(default_factory=threading.Event)
+    result: IngestResult | None = None
+    error: BaseException | None = None
+
+
+class RemoteWriter:
+    """A serving process's side: ``store_report`` sends the report to the writer process and
+    returns once it is committed there (or raises what the write raised)."""
+
+    def __init__(self, store: Store, address: str, authkey: bytes):
+        self.store = store
+        self._address = address
+        self._conn: Connection = Client(address, family="AF_UNIX", authkey=authkey)
+        self._send = threading.Lock()
+        self._calls: dict[int, _Call] = {}
+        self._guard = threading.Lock()
+        self._ids = itertools.count()
+        self._gone: str | None = None
+        threading.Thread(target=self._answers, name="writer-answers", daemon=True).start()
+
+    def store_report(self, ident: Identified, filing: Filing) -> IngestResult:
+        call = _Call()
+        with self._guard:
+            if self._gone is not None:
+                raise WriterGone(self._gone)
+            n = next(self._ids)
+            self._calls[n] = call
+        message = pickle.dumps((n, ident, filing), pickle.HIGHEST_PROTOCOL)
+        try:
+            with self._send:
+                self._conn.send_bytes(message)
+        except OSError as e:
+            self._lost(f"the store's writer process has stopped ({e})")
+        call.done.wait()
+        if call.error is not None:
+            raise call.error
+        assert call.result is not None
+        return call.result
+
+    def _answers(self) -> None:
+        try:
+            while True:
+                n, ok, value = pickle.loads(self._conn.recv_bytes())
+                with self._guard:
+                    call = self._calls.pop(n)
+                if ok:
+                    call.result = value
+                else:
+                    call.error = value
+                call.done.set()
+        except (EOFError, OSError) as e:
+            self._lost(f"the store's writer process has stopped ({type(e).__name__})")
+
+    def _lost(self, why: str) -> None:
+        with self._guard:
+            self._gone = self._gone or why
+            calls, self._calls = list(self._calls.values()), {}
+        for call in calls:
+            call.error = WriterGone(self._gone)
+            call.done.set()
+        shutil.rmtree(os.path.dirname(self._address), ignore_errors=True)  # its socket, should it not have
+
+
+def _picklable(e: BaseException) -> BaseException:
+    try:
+        pickle.loads(pickle.dumps(e, pickle.HIGHEST_PROTOCOL))
+        return e
+    except Exception:  # noqa: BLE001 - an exception that cannot cross is named instead
+        return RuntimeError(f"{type(e).__name__}: {e}")
+
+
+class _Group(GroupCommit):
+    """The writer process's group commit: a store file renamed over the store is reopened
+    before the next group (as the serving processes reopen it: api.storewatch)."""
+
+    def _write(self, group: list[Any]) -> None:
+        if self.store.replaced():
+            self.store.reopen()
+        super()._write(group)
+
+
+def _serve_connection(conn: Connection, group: GroupCommit, work: ThreadPoolExecutor) -> None:
+    send = threading.Lock()
+
+    def one(n: int, ident: Identified, filing: Filing) -> None:
+        try:
+            result = group.store_report(ident, filing)
+            if group.store.replaced():  # written into a file that is no longer the store's
+                raise StoreReplacedMeanwhile()
+            answer: tuple[int, bool, Any] = (n, True, result)
+        except BaseException as e:  # noqa: BLE001 - the caller raises it
+            answer = (n, False, _picklable(e))
+        data = pickle.dumps(answer, pickle.HIGHEST_PROTOCOL)
+        try:
+            with send:
+                conn.send_bytes(data)
+        except OSError:
+            pass  # the serving process has gone: nobody to answer
+
+    try:
+        while True:
+            n, ident, filing = pickle.loads(conn.recv_bytes())
+            work.submit(one, n, ident, filing)
+    except (EOFError, OSError):
+        conn.close()
+
+
+def writer_main(url: str, address: str, authkey: bytes, ready: Connection, parent: int) -> None:
+    """The writer process: open the store, listen, store what comes."""
+    from survey.core import collector
+    from survey.core.lifetime import die_with, name_process
+    from survey.verdicts import summary  # noqa: F401 - it keeps the stored cells current on every commit
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C stops `survey serve`, which then stops this process
+
+    def stop(_signal: int, _frame: Any) -> None:  # from survey serve, its process group, or die_with
+        shutil.rmtree(os.path.dirname(address), ignore_errors=True)
+        os._exit(0)  # a group being written is not committed: nothing of it is stored
+
+    signal.signal(signal.SIGTERM, stop)
+    name_process(PROCESS_NAME)
+    die_with(parent)
+    collector.tune()
+    store = Store(url, create=False)
+    group = _Group(store, source="upload", most=MOST)
+    work = ThreadPoolExecutor(max_workers=2 * MOST, thread_name_prefix="write")
+    with Listener(address, family="AF_UNIX", authkey=authkey) as listener:
+        ready.send(True)
+        ready.close()
+        while True:
+            try:
+                conn = listener.accept()
+            except (OSError, EOFError, multiprocessing.AuthenticationError):
+                continue
+            threading.Thread(target=_serve_connection, args=(conn, group, work), name="writer-conn",
+                             daemon=True).start()
+
+
+class WriterProcess:
+    """The writer of ``url``'s uploads, started in a process of its own (``spawn``: a fresh
+    interpreter, nothing of this process's connections in it). It starts at once;
+    :attr:`handle`, what a serving process connects with (:func:`connect`), waits until it
+    listens, so the caller's own start-up overlaps the writer's."""
+
+    def __init__(self, url: str):
+        self._dir = tempfile.mkdtemp(prefix="survey-writer-")  # 0700: only this user reaches the socket
+        self.address = os.path.join(self._dir, "writer.sock")
+        self.authkey = secrets.token_bytes(32)
+        ctx = multiprocessing.get_context("spawn")
+        self._ready, theirs = ctx.Pipe(duplex=False)
+        self.proc = ctx.Process(target=writer_main, args=(url, self.address, self.authkey, theirs, os.getpid()),
+                                name="survey-writer", daemon=True)
+        self.proc.start()
+        theirs.close()
+        self._listening = False
+
+    @property
+    def handle(self) -> str:
+        if not self._listening:
+            try:
+                if not self._ready.poll(START_TIMEOUT_S):
+                    raise WriterGone(f"the store's writer process did not start within {START_TIMEOUT_S:g} s")
+                self._ready.recv()
+            except (EOFError, OSError):
+                raise WriterGone(f"the store's writer process stopped as it started (exit {self.proc.exitcode})")
+            self._listening = True
+        return f"{self.address} {self.authkey.hex()}"
+
+    def stop(self) -> None:
+        if self.proc.is_alive():
+            self.proc.terminate()
+            self.proc.join(10)
+            if self.proc.is_alive():
+                self.proc.kill()
+                self.proc.join()
+        self._ready.close()
+        shutil.rmtree(self._dir, ignore_errors=True)
+
+
+def connect(store: Store, handle: str) -> RemoteWriter:
+    address, key = handle.rsplit(" ", 1)
+    return RemoteWriter(store, address, bytes.fromhex(key))

@@ -1,0 +1,175 @@
+"""The store's writer process (survey.flows.writer): uploads handed over from the serving
+processes are stored as a write in process stores them (the same results, the same
+refusals, the stored cells kept current), a writer that stops refuses what comes instead
+of hanging or losing it, and ``survey serve`` neither leaves one behind nor lets a
+stopped one take the server down."""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from sqlalchemy import select
+
+from db import models as m
+from db.store import Store
+from survey.core.errors import InvalidReport
+from survey.environments import catalog as catalog_mod
+from survey.evidence.ingest import IngestResult, identify
+from survey.flows import writer as writer_mod
+from survey.flows.filing import new_filing
+from survey.flows.writer import RemoteWriter, WriterGone, WriterProcess
+from survey.verdicts import summary
+from tests.conftest import report_bytes
+from tests.conftest import report_variant as variant
+from tests.helpers.serve import Served, serving_children
+from tests.helpers.summary import NAMES, assert_kept
+
+TOKEN = "writer-token"
+
+
+def upload_to(writer: RemoteWriter, raw: bytes, candidate: str | None) -> Any:
+    ident = identify(raw, exact=True)
+    try:
+        return writer.store_report(ident, new_filing(ident, candidate=candidate, label=None,
+                                                     catalog=catalog_mod.load(None)))
+    except Exception as e:  # noqa: BLE001 - the test looks at what it was
+        return e
+
+
+@pytest.fixture
+def writer_process(store: Store) -> Any:
+    proc = WriterProcess(store.url)
+    try:
+        yield proc
+    finally:
+        proc.stop()
+
+
+@pytest.mark.both_stores
+def test_reports_stored_by_the_writer_process_are_answered_as_a_write_in_process_answers(
+        store: Store, writer_process: WriterProcess) -> None:
+    remote = writer_mod.connect(store, writer_process.handle)
+    uploads = [(variant(NAMES[i % 4], f"/venvs/w{i}", f"2026-12-03T0{i}:00:00+00:00"), f"w{i}") for i in range(8)]
+    answers: list[Any] = [None] * len(uploads)
+
+    def one(i: int) -> None:
+        answers[i] = upload_to(remote, *uploads[i])
+
+    threads = [threading.Thread(target=one, args=(i,)) for i in range(len(uploads))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert all(isinstance(a, IngestResult) and a.created for a in answers), answers
+    assert [a.candidate for a in answers] == [name for _, name in uploads]
+    again = upload_to(remote, uploads[0][0], "elsewhere")  # the same report: stored once
+    assert isinstance(again, IngestResult) and (again.run_id, again.created, again.candidate) == (
+        answers[0].run_id, False, "w0")
+    # a 3.7.1 report filed as the catalog's triton-3.8.0: refused by the write, and the refusal
+    # comes back whole (its type, message and field), as GroupCommit raises it in process
+    refused = upload_to(remote, report_bytes("cpu-triton-3.7.1.json"), "triton-3.8.0")
+    assert isinstance(refused, InvalidReport) and "triton-3.8.0" in refused.message, refused
+    with store.session() as s:
+        assert {r.id: r.candidate.name for r in s.scalars(select(m.Run))} == {a.run_id: a.candidate for a in answers}
+        assert summary.current(s)  # the writer process keeps the stored cells current
+    assert_kept(store)
+
+
+def test_a_stopped_writer_refuses_the_next_report_at_once(store: Store, writer_process: WriterProcess) -> None:
+    remote = writer_mod.connect(store, writer_process.handle)
+    first = upload_to(remote, report_bytes(NAMES[0]), "before")
+    assert isinstance(first, IngestResult) and first.created
+    os.kill(writer_process.proc.pid, signal.SIGKILL)
+    writer_process.proc.join()
+    gone = upload_to(remote, report_bytes(NAMES[1]), "after")
+    assert isinstance(gone, WriterGone) and "writer process has stopped" in gone.message, gone
+    with store.session() as s:
+        assert [r.candidate.name for r in s.scalars(select(m.Run))] == ["before"]
+
+
+def _gone(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z"
+    except FileNotFoundError:
+        return True
+
+
+def _upload(base: str, raw: bytes, candidate: str) -> httpx.Response:
+    return httpx.post(f"{base}/runs", params={"candidate": candidate}, content=raw,
+                      headers={"Authorization": f"Bearer {TOKEN}"}, timeout=60)
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_survey_serve_writes_through_one_writer_process_and_stops_it(
+        filled_store: Store, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, workers: int) -> None:
+    monkeypatch.setenv("SURVEY_TOKEN", TOKEN)
+    srv = Served(filled_store.url, tmp_path / "serve.log", *(["--workers", str(workers)] if workers > 1 else []))
+    try:
+        base = f"http://127.0.0.1:{srv.port}"
+        workers_, writers = serving_children(srv.proc.pid)
+        assert (len(workers_), len(writers)) == ((workers if workers > 1 else 0), 1), (workers_, writers)
+        uploads = [(variant(NAMES[i % 4], f"/venvs/s{i}", f"2026-12-04T0{i}:00:00+00:00"), f"s{i}") for i in range(8)]
+        answers: list[httpx.Response | None] = [None] * len(uploads)
+
+        def one(i: int) -> None:
+            answers[i] = _upload(base, *uploads[i])
+
+        threads = [threading.Thread(target=one, args=(i,)) for i in range(len(uploads))]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert [a.status_code for a in answers if a is not None] == [201] * len(uploads), [
+            a.text for a in answers if a is not None]
+        acknowledged = {a.json()["run_id"] for a in answers if a is not None}
+        with filled_store.session() as s:
+            assert acknowledged <= set(s.scalars(select(m.Run.id)))
+        assert_kept(filled_store)
+    finally:
+        srv.stop()  # SIGTERM to its process group: uvicorn stops, then exits by the signal
+    assert _gone(writers[0]), "the writer process outlived survey serve"
+    assert "Traceback" not in srv.log.read_text()
+
+
+def test_a_server_whose_writer_stopped_refuses_uploads_in_one_line_and_still_reads(
+        filled_store: Store, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("SURVEY_TOKEN", TOKEN)
+    srv = Served(filled_store.url, tmp_path / "serve.log")
+    try:
+        base = f"http://127.0.0.1:{srv.port}"
+        (writer,) = serving_children(srv.proc.pid)[1]
+        os.kill(writer, signal.SIGKILL)
+        while not _gone(writer):  # reaped by survey serve, or a zombie until it is
+            time.sleep(0.05)
+        r = _upload(base, report_bytes(NAMES[0]), "after")
+        assert r.status_code == 503, r.text
+        error = r.json()["error"]
+        assert error["code"] == "store_unavailable" and "writer process has stopped" in error["message"]
+        assert "survey serve" in error["hint"]
+        assert httpx.get(f"{base}/matrix.json", timeout=30).status_code == 200  # reads go on
+        with filled_store.session() as s:
+            assert "after" not in set(s.scalars(select(m.Candidate.name)))
+    finally:
+        srv.stop()
+    assert "Traceback" not in srv.log.read_text()
+
+
+def test_the_writer_process_dies_with_a_killed_server(filled_store: Store, tmp_path: Path) -> None:
+    srv = Served(filled_store.url, tmp_path / "serve.log")
+    try:
+        (writer,) = serving_children(srv.proc.pid)[1]
+        srv.proc.kill()  # SIGKILL: survey serve cannot stop it
+        srv.proc.wait()
+        deadline = time.monotonic() + 30
+        while not _gone(writer) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert _gone(writer)
+    finally:
+        srv.stop()
