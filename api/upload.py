@@ -126,8 +126,9 @@ def store_report(writer: GroupCommit | RemoteWriter, raw: bytes, candidate: str 
     except StoreReplacedMeanwhile:
         raise replaced_meanwhile()
     except WriterGone as e:
-        raise ApiError(503, "store_unavailable", f"{e}: the report was not stored",
-                       hint="restart the server (survey serve), then send it again")
+        raise ApiError(503, "store_unavailable", str(e),
+                       hint="send it again (a report stored already is answered 200 with its run); should this "
+                            "go on, restart the server (survey serve)")
     if store.replaced():  # written into a file that is no longer the store's: not acknowledged
         raise replaced_meanwhile()
     return res

@@ -1,8 +1,8 @@
 """The store's writer process (survey.flows.writer): uploads handed over from the serving
 processes are stored as a write in process stores them (the same results, the same
 refusals, the stored cells kept current), a writer that stops refuses what comes instead
-of hanging or losing it, and ``survey serve`` neither leaves one behind nor lets a
-stopped one take the server down."""
+of hanging or losing it, and ``survey serve`` starts a stopped one again and leaves none
+behind."""
 
 from __future__ import annotations
 
@@ -15,8 +15,10 @@ from typing import Any
 
 import httpx
 import pytest
+from fastapi.testclient import TestClient
 from sqlalchemy import select
 
+from api.app import create_app
 from db import models as m
 from db.store import Store
 from survey.core.errors import InvalidReport
@@ -45,7 +47,7 @@ def upload_to(writer: RemoteWriter, raw: bytes, candidate: str | None) -> Any:
 
 @pytest.fixture
 def writer_process(store: Store) -> Any:
-    proc = WriterProcess(store.url)
+    proc = WriterProcess(store.url, restart=False)
     try:
         yield proc
     finally:
@@ -88,10 +90,25 @@ def test_a_stopped_writer_refuses_the_next_report_at_once(store: Store, writer_p
     assert isinstance(first, IngestResult) and first.created
     os.kill(writer_process.proc.pid, signal.SIGKILL)
     writer_process.proc.join()
-    gone = upload_to(remote, report_bytes(NAMES[1]), "after")
-    assert isinstance(gone, WriterGone) and "writer process has stopped" in gone.message, gone
+    gone = upload_to(remote, report_bytes(NAMES[1]), "after")  # none listens now: not started again
+    assert isinstance(gone, WriterGone) and "the store's writer process" in gone.message, gone
     with store.session() as s:
         assert [r.candidate.name for r in s.scalars(select(m.Run))] == ["before"]
+
+
+def test_an_upload_the_writer_cannot_take_is_answered_503_in_one_line(
+        store: Store, writer_process: WriterProcess) -> None:
+    app = create_app(store, token=TOKEN)
+    app.state.writer = writer_mod.connect(store, writer_process.handle)
+    os.kill(writer_process.proc.pid, signal.SIGKILL)
+    writer_process.proc.join()
+    with TestClient(app, raise_server_exceptions=False) as client:
+        r = client.post("/runs", params={"candidate": "after"}, content=report_bytes(NAMES[0]),
+                        headers={"Authorization": f"Bearer {TOKEN}"})
+    assert r.status_code == 503, r.text
+    error = r.json()["error"]
+    assert error["code"] == "store_unavailable" and "the store's writer process" in error["message"]
+    assert "send it again" in error["hint"]
 
 
 def _gone(pid: int) -> bool:
@@ -138,7 +155,7 @@ def test_survey_serve_writes_through_one_writer_process_and_stops_it(
     assert "Traceback" not in srv.log.read_text()
 
 
-def test_a_server_whose_writer_stopped_refuses_uploads_in_one_line_and_still_reads(
+def test_a_writer_that_stops_is_started_again_and_reads_go_on(
         filled_store: Store, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("SURVEY_TOKEN", TOKEN)
     srv = Served(filled_store.url, tmp_path / "serve.log")
@@ -146,19 +163,26 @@ def test_a_server_whose_writer_stopped_refuses_uploads_in_one_line_and_still_rea
         base = f"http://127.0.0.1:{srv.port}"
         (writer,) = serving_children(srv.proc.pid)[1]
         os.kill(writer, signal.SIGKILL)
-        while not _gone(writer):  # reaped by survey serve, or a zombie until it is
-            time.sleep(0.05)
-        r = _upload(base, report_bytes(NAMES[0]), "after")
-        assert r.status_code == 503, r.text
-        error = r.json()["error"]
-        assert error["code"] == "store_unavailable" and "writer process has stopped" in error["message"]
-        assert "survey serve" in error["hint"]
-        assert httpx.get(f"{base}/matrix.json", timeout=30).status_code == 200  # reads go on
+        refused = []
+        deadline = time.monotonic() + 60
+        while True:  # until the writer started again takes it: each answer before is a 503 in one line
+            r = _upload(base, variant(NAMES[0], "/venvs/after", "2026-12-05T00:00:00+00:00"), "after")
+            if r.status_code == 201:
+                break
+            assert r.status_code == 503 and r.json()["error"]["code"] == "store_unavailable", r.text
+            refused.append(r)
+            assert httpx.get(f"{base}/matrix.json", timeout=30).status_code == 200  # reads go on
+            assert time.monotonic() < deadline, srv.log.read_text()[-2000:]
+            time.sleep(0.1)
+        (again,) = serving_children(srv.proc.pid)[1]
+        assert again != writer, (refused, serving_children(srv.proc.pid), srv.log.read_text()[-1500:])
         with filled_store.session() as s:
-            assert "after" not in set(s.scalars(select(m.Candidate.name)))
+            assert "after" in set(s.scalars(select(m.Candidate.name)))
+        assert_kept(filled_store)
     finally:
         srv.stop()
-    assert "Traceback" not in srv.log.read_text()
+    log = srv.log.read_text()
+    assert "Traceback" not in log and "the store's writer process stopped (exit -9); starting another" in log
 
 
 def test_the_writer_process_dies_with_a_killed_server(filled_store: Store, tmp_path: Path) -> None:

@@ -27,7 +27,9 @@ same). They talk over a Unix socket in a private temporary directory, with a ran
 
 from __future__ import annotations
 
+import contextlib
 import itertools
+import logging
 import multiprocessing
 import os
 import pickle
@@ -50,6 +52,7 @@ from survey.flows.group_commit import MOST, GroupCommit
 ADDRESS_ENV = "SURVEY_SERVE_WRITER"  # "path-of-the-socket key-in-hex": handed to the serving processes
 START_TIMEOUT_S = 120.0
 PROCESS_NAME = "survey-writer"  # what ps shows (/proc/PID/comm)
+log = logging.getLogger("survey.writer")
 
 
 class WriterGone(SurveyError):
@@ -71,62 +74,82 @@ class _Call:
     error: BaseException | None = None
 
 
+@dataclass
+class _Link:
+    """One connection to a writer process and the calls that wait on its answers."""
+
+    conn: Connection
+    calls: dict[int, _Call] = field(default_factory=dict)
+    gone: str | None = None
+
+
 class RemoteWriter:
     """A serving process's side: ``store_report`` sends the report to the writer process and
-    returns once it is committed there (or raises what the write raised)."""
+    returns once it is committed there (or raises what the write raised). When the writer
+    has stopped, the next report connects again (``survey serve`` starts another at the
+    same address) and is refused only if none listens."""
 
     def __init__(self, store: Store, address: str, authkey: bytes):
         self.store = store
-        self._address = address
-        self._conn: Connection = Client(address, family="AF_UNIX", authkey=authkey)
+        self._address, self._authkey = address, authkey
+        self._guard = threading.Lock()  # guards _link and its calls
         self._send = threading.Lock()
-        self._calls: dict[int, _Call] = {}
-        self._guard = threading.Lock()
         self._ids = itertools.count()
-        self._gone: str | None = None
-        threading.Thread(target=self._answers, name="writer-answers", daemon=True).start()
+        self._link = self._connect()
+
+    def _connect(self) -> _Link:
+        try:
+            conn = Client(self._address, family="AF_UNIX", authkey=self._authkey)
+        except (OSError, EOFError, multiprocessing.AuthenticationError) as e:
+            raise WriterGone(f"the store's writer process cannot be reached ({type(e).__name__}): "
+                             "the report was not stored")
+        link = _Link(conn)
+        threading.Thread(target=self._answers, args=(link,), name="writer-answers", daemon=True).start()
+        return link
 
     def store_report(self, ident: Identified, filing: Filing) -> IngestResult:
         call = _Call()
         with self._guard:
-            if self._gone is not None:
-                raise WriterGone(self._gone)
+            if self._link.gone is not None:
+                self._link = self._connect()  # a writer started again listens where the last one did
+            link = self._link
             n = next(self._ids)
-            self._calls[n] = call
+            link.calls[n] = call
         message = pickle.dumps((n, ident, filing), pickle.HIGHEST_PROTOCOL)
         try:
             with self._send:
-                self._conn.send_bytes(message)
-        except OSError as e:
-            self._lost(f"the store's writer process has stopped ({e})")
+                link.conn.send_bytes(message)
+        except OSError:
+            self._lost(link)
         call.done.wait()
         if call.error is not None:
             raise call.error
         assert call.result is not None
         return call.result
 
-    def _answers(self) -> None:
+    def _answers(self, link: _Link) -> None:
         try:
             while True:
-                n, ok, value = pickle.loads(self._conn.recv_bytes())
+                n, ok, value = pickle.loads(link.conn.recv_bytes())
                 with self._guard:
-                    call = self._calls.pop(n)
+                    call = link.calls.pop(n)
                 if ok:
                     call.result = value
                 else:
                     call.error = value
                 call.done.set()
-        except (EOFError, OSError) as e:
-            self._lost(f"the store's writer process has stopped ({type(e).__name__})")
+        except (EOFError, OSError):
+            self._lost(link)
 
-    def _lost(self, why: str) -> None:
+    def _lost(self, link: _Link) -> None:
         with self._guard:
-            self._gone = self._gone or why
-            calls, self._calls = list(self._calls.values()), {}
+            link.gone = "the store's writer process stopped"
+            calls, link.calls = list(link.calls.values()), {}
+        link.conn.close()
         for call in calls:
-            call.error = WriterGone(self._gone)
+            call.error = WriterGone("the store's writer process stopped while the report was being written: "
+                                    "it may not have been stored")
             call.done.set()
-        shutil.rmtree(os.path.dirname(self._address), ignore_errors=True)  # its socket, should it not have
 
 
 def _picklable(e: BaseException) -> BaseException:
@@ -208,23 +231,36 @@ class WriterProcess:
     """The writer of ``url``'s uploads, started in a process of its own (``spawn``: a fresh
     interpreter, nothing of this process's connections in it). It starts at once;
     :attr:`handle`, what a serving process connects with (:func:`connect`), waits until it
-    listens, so the caller's own start-up overlaps the writer's."""
+    listens, so the caller's own start-up overlaps the writer's. ``restart``: a writer that
+    dies after it listened (killed, crashed) is started again at the same address, and the
+    serving processes connect to it with their next upload; one that never listened is not
+    (it would only fail again), nor one stopped by SIGTERM (a stop asked for: survey serve's
+    process group stopping)."""
 
-    def __init__(self, url: str):
+    def __init__(self, url: str, restart: bool = True):
+        self._url = url
         self._dir = tempfile.mkdtemp(prefix="survey-writer-")  # 0700: only this user reaches the socket
         self.address = os.path.join(self._dir, "writer.sock")
         self.authkey = secrets.token_bytes(32)
+        self._lock = threading.Lock()  # guards proc, _ready, _listening
+        self._stopping = False
+        self._start()
+        if restart:
+            threading.Thread(target=self._watch, name="writer-watch", daemon=True).start()
+
+    def _start(self) -> None:
         ctx = multiprocessing.get_context("spawn")
         self._ready, theirs = ctx.Pipe(duplex=False)
-        self.proc = ctx.Process(target=writer_main, args=(url, self.address, self.authkey, theirs, os.getpid()),
-                                name="survey-writer", daemon=True)
+        self.proc = ctx.Process(target=writer_main, args=(self._url, self.address, self.authkey, theirs, os.getpid()),
+                                name=PROCESS_NAME, daemon=True)
         self.proc.start()
         theirs.close()
         self._listening = False
 
-    @property
-    def handle(self) -> str:
-        if not self._listening:
+    def _wait_listening(self) -> None:
+        with self._lock:
+            if self._listening:
+                return
             try:
                 if not self._ready.poll(START_TIMEOUT_S):
                     raise WriterGone(f"the store's writer process did not start within {START_TIMEOUT_S:g} s")
@@ -232,15 +268,42 @@ class WriterProcess:
             except (EOFError, OSError):
                 raise WriterGone(f"the store's writer process stopped as it started (exit {self.proc.exitcode})")
             self._listening = True
+
+    @property
+    def handle(self) -> str:
+        self._wait_listening()
         return f"{self.address} {self.authkey.hex()}"
 
+    def _watch(self) -> None:
+        while True:
+            proc = self.proc
+            multiprocessing.connection.wait([proc.sentinel])
+            try:
+                self._wait_listening()  # it listened (else it did not start: not again)
+            except WriterGone as e:
+                if not self._stopping:
+                    log.warning("%s; uploads are refused until survey serve is restarted", e)
+                return
+            proc.join()  # reaped: its exit status
+            with self._lock:
+                if self._stopping or proc.exitcode == 0:  # stopped on purpose (SIGTERM: its handler exits 0)
+                    return
+                log.warning("the store's writer process stopped (exit %s); starting another", proc.exitcode)
+                os.makedirs(self._dir, mode=0o700, exist_ok=True)
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(self.address)  # left by a writer that could not remove it
+                self._start()
+
     def stop(self) -> None:
-        if self.proc.is_alive():
-            self.proc.terminate()
-            self.proc.join(10)
-            if self.proc.is_alive():
-                self.proc.kill()
-                self.proc.join()
+        with self._lock:
+            self._stopping = True
+        proc = self.proc
+        if proc.is_alive():
+            proc.terminate()
+            proc.join(10)
+            if proc.is_alive():
+                proc.kill()
+                proc.join()
         self._ready.close()
         shutil.rmtree(self._dir, ignore_errors=True)
 

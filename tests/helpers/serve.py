@@ -51,7 +51,13 @@ def serving_children(pid: int) -> tuple[list[int], list[int]]:
     """The worker processes and the store's writer process (survey.flows.writer) of the
     ``survey serve`` process ``pid`` (multiprocessing's resource tracker left out)."""
     workers, writers = [], []
-    for child in Path(f"/proc/{pid}/task/{pid}/children").read_text().split():
+    children = []
+    for task in Path(f"/proc/{pid}/task").iterdir():  # each thread's: a writer started again is its watcher's
+        try:
+            children += (task / "children").read_text().split()
+        except FileNotFoundError:  # a thread that ended meanwhile
+            pass
+    for child in children:
         if b"resource_tracker" in Path(f"/proc/{child}/cmdline").read_bytes():
             continue
         is_writer = Path(f"/proc/{child}/comm").read_text().strip() == writer.PROCESS_NAME
