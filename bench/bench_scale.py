@@ -20,7 +20,7 @@ host's). Then, on that store:
   then the first page and a filtered one again (the cache is void: a new version);
 - uploads: ``--uploads`` new reports through ``POST /runs`` by 8 clients at once
   (with ``--workers N``, as many again to ``survey serve --workers N``);
-- the server's RSS (``VmRSS`` and peak ``VmHWM`` from /proc);
+- the server's RSS (``VmRSS`` and peak ``VmHWM`` from /proc), its processes summed (the writer process too);
 - ``survey table`` (the docs table, and ``--format json``) and ``survey check``;
 - the store's size per run.
 
@@ -224,13 +224,28 @@ def timed(url: str, data: bytes | None = None) -> float:
     return round(ms, 1)
 
 
-def rss_mb(pid: int) -> dict[str, float]:
-    """VmRSS and VmHWM of the process and its children (uvicorn runs in the one process)."""
-    out: dict[str, float] = {}
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        key, _, value = line.partition(":")
-        if key in ("VmRSS", "VmHWM"):
-            out[key] = round(int(value.split()[0]) / 1024, 1)
+def rss_mb(pid: int) -> dict[str, Any]:
+    """VmRSS and VmHWM of the server: its process and every process under it (the store's
+    writer process, multiprocessing's resource tracker, workers), summed, and each one's
+    VmRSS by its name (``/proc/PID/comm``). A sum of peaks bounds the peak of the sum."""
+    out: dict[str, Any] = {"VmRSS": 0.0, "VmHWM": 0.0, "by_process": {}}
+    todo = [pid]
+    while todo:
+        p = todo.pop()
+        try:
+            status = Path(f"/proc/{p}/status").read_text().splitlines()
+            name = Path(f"/proc/{p}/comm").read_text().strip()
+            for task in Path(f"/proc/{p}/task").iterdir():
+                todo += [int(c) for c in (task / "children").read_text().split()]
+        except FileNotFoundError:
+            continue
+        for line in status:
+            key, _, value = line.partition(":")
+            if key in ("VmRSS", "VmHWM"):
+                mb = round(int(value.split()[0]) / 1024, 1)
+                out[key] = round(out[key] + mb, 1)
+                if key == "VmRSS":
+                    out["by_process"][f"{name} {p}"] = mb
     return out
 
 
