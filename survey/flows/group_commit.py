@@ -38,7 +38,9 @@ MOST = 64  # reports in one transaction, at most
 
 
 @dataclass(eq=False)
-class _Waiting:
+class Waiting:
+    """A report waiting for a write, and then its result or what its write raised."""
+
     ident: Identified
     filing: Filing
     result: IngestResult | None = None
@@ -54,13 +56,13 @@ class GroupCommit:
         self.store = store
         self.source = source
         self.most = most
-        self._waiting: list[_Waiting] = []
+        self._waiting: list[Waiting] = []
         self._queued = threading.Condition()  # guards _waiting; notified when a report joins it
         self._turn = threading.Lock()  # held by the caller that is writing a group
 
     def store_report(self, ident: Identified, filing: Filing) -> IngestResult:
         """Store one report, with those waiting beside it; its result once committed."""
-        me = _Waiting(ident, filing)
+        me = Waiting(ident, filing)
         with self._queued:
             self._waiting.append(me)
             self._queued.notify_all()
@@ -70,7 +72,7 @@ class GroupCommit:
                     break
                 with self._queued:
                     group, self._waiting = self._waiting[:self.most], self._waiting[self.most:]
-                self._write(group)
+                self.write(group)
         if me.error is not None:
             raise me.error
         assert me.result is not None
@@ -86,7 +88,9 @@ class GroupCommit:
         with self._queued:
             return self._queued.wait_for(lambda: len(self._waiting) >= count, timeout)
 
-    def _write(self, group: list[_Waiting]) -> None:
+    def write(self, group: list[Waiting]) -> None:
+        """Store ``group`` (at most :attr:`most`): together, or when that fails each alone;
+        every one is then done, with its result or its error."""
         try:
             if len(group) > 1 and self._together(group):
                 return
@@ -98,7 +102,7 @@ class GroupCommit:
                     w.error = w.error or RuntimeError("the report was not written")
                     w.done = True
 
-    def _together(self, group: list[_Waiting]) -> bool:
+    def _together(self, group: list[Waiting]) -> bool:
         """The group in one transaction; False (nothing stored) when it failed."""
         try:
             with self.store.session() as s:
@@ -110,7 +114,7 @@ class GroupCommit:
             w.result, w.done = res, True
         return True
 
-    def _alone(self, w: _Waiting) -> None:
+    def _alone(self, w: Waiting) -> None:
         f = w.filing
         try:
             with self.store.session() as s:

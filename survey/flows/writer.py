@@ -1,5 +1,5 @@
-"""One process that writes a served store's uploads: the group commit (``survey.flows.group_commit``)
-in a process of its own.
+"""One process that writes a served store's uploads: the group commit
+(``survey.flows.group_commit``) in a process of its own.
 
 A server process runs an upload's HTTP layers, reads and checks its report (``identify``)
 and writes it, all under one interpreter lock, so the write (a third to a half of an
@@ -7,11 +7,12 @@ upload's CPU, bench/README.md) and the rest take turns on one core while the oth
 ``survey serve`` therefore starts one writer process per store (:class:`WriterProcess`):
 each serving process (one, or each of ``--workers N``) still reads and checks its uploads,
 and hands each identified report to the writer (:class:`RemoteWriter`, the same
-``store_report`` as :class:`~survey.flows.group_commit.GroupCommit`); the writer stores the
-reports that wait together, in one transaction (the group commit, unchanged), and answers
-each caller once its report is committed. SQLite has one writer at a time anyway; with one
-writing process the uploads of every serving process join the same groups, instead of each
-process's groups queueing on the store's lock.
+``store_report`` as :class:`~survey.flows.group_commit.GroupCommit`). The writer is one
+loop (:func:`_serve`): it reads every report that has arrived, stores them together in one
+transaction (``GroupCommit.write``: when that fails, each alone), answers each caller, and
+reads again; what arrives meanwhile goes in the next group. SQLite has one writer at a time
+anyway; with one writing process the uploads of every serving process join the same
+groups, instead of each process's groups queueing on the store's lock.
 
 What crosses between them is small: an identified report (its rows packed, about 5 KB),
 a filing, and back an :class:`~survey.evidence.ingest.IngestResult` or the exception the
@@ -21,8 +22,9 @@ same). They talk over a Unix socket in a private temporary directory, with a ran
 
 - The writer dies with the process that started it (``PR_SET_PDEATHSIG`` and a watch of
   its parent, as ``--workers`` do), and is stopped when ``survey serve`` ends.
-- When the writer is gone, an upload that waits on it, or comes after, fails with
-  :class:`WriterGone` (503: nothing was stored by this answer; send it again).
+- A writer that dies on its own is started again (:class:`WriterProcess`); the uploads it
+  was writing fail with :class:`WriterGone` (503: it may not have been stored; send it
+  again), and the next go to the new one.
 """
 
 from __future__ import annotations
@@ -38,7 +40,6 @@ import shutil
 import signal
 import tempfile
 import threading
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from multiprocessing.connection import Client, Connection, Listener
 from typing import Any
@@ -47,7 +48,7 @@ from db.store import Store
 from survey.core import exitcodes
 from survey.core.errors import SurveyError
 from survey.evidence.ingest import Filing, Identified, IngestResult
-from survey.flows.group_commit import MOST, GroupCommit
+from survey.flows.group_commit import MOST, GroupCommit, Waiting
 
 ADDRESS_ENV = "SURVEY_SERVE_WRITER"  # "path-of-the-socket key-in-hex": handed to the serving processes
 START_TIMEOUT_S = 120.0
@@ -160,40 +161,61 @@ def _picklable(e: BaseException) -> BaseException:
         return RuntimeError(f"{type(e).__name__}: {e}")
 
 
-class _Group(GroupCommit):
-    """The writer process's group commit: a store file renamed over the store is reopened
-    before the next group (as the serving processes reopen it: api.storewatch)."""
+def _serve(listener: Listener, group: GroupCommit) -> None:
+    """The writer's one loop: read every report the serving processes have sent, write them
+    as one group (at most :data:`MOST` a transaction: ``GroupCommit.write``, which stores a
+    group that fails one report at a time), answer each, and again. What arrives while a
+    group is being written waits in its connection for the next: the group commit, without
+    a thread per report."""
+    conns: list[Connection] = []
+    arrived: list[Connection] = []
+    guard = threading.Lock()
+    wake_r, wake_w = multiprocessing.Pipe(duplex=False)
 
-    def _write(self, group: list[Any]) -> None:
-        if self.store.replaced():
-            self.store.reopen()
-        super()._write(group)
-
-
-def _serve_connection(conn: Connection, group: GroupCommit, work: ThreadPoolExecutor) -> None:
-    send = threading.Lock()
-
-    def one(n: int, ident: Identified, filing: Filing) -> None:
-        try:
-            result = group.store_report(ident, filing)
-            if group.store.replaced():  # written into a file that is no longer the store's
-                raise StoreReplacedMeanwhile()
-            answer: tuple[int, bool, Any] = (n, True, result)
-        except BaseException as e:  # noqa: BLE001 - the caller raises it
-            answer = (n, False, _picklable(e))
-        data = pickle.dumps(answer, pickle.HIGHEST_PROTOCOL)
-        try:
-            with send:
-                conn.send_bytes(data)
-        except OSError:
-            pass  # the serving process has gone: nobody to answer
-
-    try:
+    def accept() -> None:
         while True:
-            n, ident, filing = pickle.loads(conn.recv_bytes())
-            work.submit(one, n, ident, filing)
-    except (EOFError, OSError):
-        conn.close()
+            try:
+                conn = listener.accept()
+            except (OSError, EOFError, multiprocessing.AuthenticationError):
+                continue
+            with guard:
+                arrived.append(conn)
+            wake_w.send_bytes(b"")
+
+    threading.Thread(target=accept, name="writer-accept", daemon=True).start()
+    while True:
+        ready = multiprocessing.connection.wait([wake_r, *conns])
+        reports: list[tuple[Connection, int, Waiting]] = []
+        for conn in ready:
+            if conn is wake_r:
+                while wake_r.poll():
+                    wake_r.recv_bytes()
+                with guard:
+                    conns += arrived
+                    arrived.clear()
+                continue
+            assert isinstance(conn, Connection)
+            try:
+                while conn.poll():  # everything it has sent so far
+                    n, ident, filing = pickle.loads(conn.recv_bytes())
+                    reports.append((conn, n, Waiting(ident, filing)))
+            except (EOFError, OSError):  # the serving process has gone
+                conns.remove(conn)
+                conn.close()
+        for first in range(0, len(reports), MOST):
+            part = reports[first:first + MOST]
+            if group.store.replaced():  # a file renamed over the store: the new one (as api.storewatch)
+                group.store.reopen()
+            group.write([w for _, _, w in part])
+            replaced = group.store.replaced()  # written into a file that is no longer the store's
+            for conn, n, w in part:
+                if w.error is None and replaced:
+                    w.error = StoreReplacedMeanwhile()
+                answer = (n, True, w.result) if w.error is None else (n, False, _picklable(w.error))
+                try:
+                    conn.send_bytes(pickle.dumps(answer, pickle.HIGHEST_PROTOCOL))
+                except OSError:
+                    pass  # the serving process has gone: nobody to answer
 
 
 def writer_main(url: str, address: str, authkey: bytes, ready: Connection, parent: int) -> None:
@@ -213,18 +235,10 @@ def writer_main(url: str, address: str, authkey: bytes, ready: Connection, paren
     die_with(parent)
     collector.tune()
     store = Store(url, create=False)
-    group = _Group(store, source="upload", most=MOST)
-    work = ThreadPoolExecutor(max_workers=2 * MOST, thread_name_prefix="write")
     with Listener(address, family="AF_UNIX", authkey=authkey) as listener:
         ready.send(True)
         ready.close()
-        while True:
-            try:
-                conn = listener.accept()
-            except (OSError, EOFError, multiprocessing.AuthenticationError):
-                continue
-            threading.Thread(target=_serve_connection, args=(conn, group, work), name="writer-conn",
-                             daemon=True).start()
+        _serve(listener, GroupCommit(store, source="upload"))
 
 
 class WriterProcess:
