@@ -197,3 +197,30 @@ def test_the_writer_process_dies_with_a_killed_server(filled_store: Store, tmp_p
         assert _gone(writer)
     finally:
         srv.stop()
+
+
+def test_a_file_renamed_over_the_store_is_written_to_once_it_can_be_used(tmp_path: Path) -> None:
+    path = tmp_path / "survey.db"
+    store = Store(f"sqlite:///{path}")
+    proc = WriterProcess(store.url, restart=False)
+    try:
+        remote = writer_mod.connect(store, proc.handle)
+        assert isinstance(upload_to(remote, report_bytes(NAMES[0]), "first"), IngestResult)
+        store.engine.dispose()  # this process keeps nothing of the old file open
+        garbage = tmp_path / "garbage.db"
+        garbage.write_bytes(b"not a database" * 1000)
+        os.replace(garbage, path)
+        refused = upload_to(remote, report_bytes(NAMES[1]), "second")
+        assert isinstance(refused, WriterGone) and "replaced by one that cannot be used" in refused.message, refused
+        assert proc.proc.is_alive()  # the writer goes on
+        fresh = Store(f"sqlite:///{tmp_path / 'fresh.db'}")
+        fresh.close()
+        os.replace(tmp_path / "fresh.db", path)
+        stored = upload_to(remote, report_bytes(NAMES[1]), "second")
+        assert isinstance(stored, IngestResult) and stored.created, stored
+        reopened = Store(f"sqlite:///{path}", create=False)
+        with reopened.session() as s:  # in the file now at the path, alone
+            assert [r.candidate.name for r in s.scalars(select(m.Run))] == ["second"]
+        reopened.close()
+    finally:
+        proc.stop()

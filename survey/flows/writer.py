@@ -38,6 +38,7 @@ import pickle
 import secrets
 import shutil
 import signal
+import sqlite3
 import tempfile
 import threading
 from dataclasses import dataclass, field
@@ -161,6 +162,43 @@ def _picklable(e: BaseException) -> BaseException:
         return RuntimeError(f"{type(e).__name__}: {e}")
 
 
+class _FileWatch:
+    """The store file as the writer opened it, and a connection certain to be that file's
+    (SQLite: a pooled one may already be the file now at the path). When another file is
+    renamed over the store, the old file's WAL is checkpointed into it and emptied through
+    this connection before the new file is opened, as api.storewatch does in the serving
+    processes: SQLite finds a WAL by the file's name, so a WAL left beside the new file
+    would be read as the new file's."""
+
+    def __init__(self, store: Store):
+        self.store = store
+        self._raw: sqlite3.Connection | None = None
+        self._hold()
+
+    def _hold(self) -> None:
+        path = self.store.sqlite_file()
+        self._raw = sqlite3.connect(path, isolation_level=None) if path is not None else None
+
+    def reopen_if_replaced(self) -> WriterGone | None:
+        """The file now at the store's path opened in place of the old one, if it was
+        replaced; what to answer when that file cannot be used."""
+        if not self.store.replaced():
+            return None
+        if self._raw is not None:
+            with contextlib.suppress(sqlite3.Error):
+                self._raw.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
+            self._raw.close()
+            self._raw = None
+        try:
+            self.store.reopen()
+        except Exception as e:  # noqa: BLE001 - the writer goes on; each report is answered why
+            said = str(e).splitlines()[0] if str(e) else type(e).__name__
+            return WriterGone(f"the store's file was replaced by one that cannot be used ({said}): "
+                              "the report was not stored")
+        self._hold()
+        return None
+
+
 def _serve(listener: Listener, group: GroupCommit) -> None:
     """The writer's one loop: read every report the serving processes have sent, write them
     as one group (at most :data:`MOST` a transaction: ``GroupCommit.write``, which stores a
@@ -171,6 +209,7 @@ def _serve(listener: Listener, group: GroupCommit) -> None:
     arrived: list[Connection] = []
     guard = threading.Lock()
     wake_r, wake_w = multiprocessing.Pipe(duplex=False)
+    watch = _FileWatch(group.store)
 
     def accept() -> None:
         while True:
@@ -204,9 +243,12 @@ def _serve(listener: Listener, group: GroupCommit) -> None:
                 conn.close()
         for first in range(0, len(reports), MOST):
             part = reports[first:first + MOST]
-            if group.store.replaced():  # a file renamed over the store: the new one (as api.storewatch)
-                group.store.reopen()
-            group.write([w for _, _, w in part])
+            unusable = watch.reopen_if_replaced()
+            if unusable is None:
+                group.write([w for _, _, w in part])
+            else:
+                for _, _, w in part:
+                    w.error = unusable
             replaced = group.store.replaced()  # written into a file that is no longer the store's
             for conn, n, w in part:
                 if w.error is None and replaced:
