@@ -224,3 +224,16 @@ def test_a_file_renamed_over_the_store_is_written_to_once_it_can_be_used(tmp_pat
         reopened.close()
     finally:
         proc.stop()
+
+
+def test_a_writer_that_cannot_open_its_store_says_so_in_one_line(tmp_path: Path,
+                                                                capfd: pytest.CaptureFixture[str]) -> None:
+    proc = WriterProcess(f"sqlite:///{tmp_path / 'no-such-store.db'}")  # create=False: refused
+    try:
+        with pytest.raises(WriterGone, match=r"stopped as it started \(exit 1\)"):
+            _ = proc.handle
+    finally:
+        proc.stop()
+    err = capfd.readouterr().err
+    assert "Traceback" not in err
+    assert [line for line in err.splitlines() if line.startswith("survey-writer: stopped: ")], err

@@ -39,6 +39,7 @@ import secrets
 import shutil
 import signal
 import sqlite3
+import sys
 import tempfile
 import threading
 from dataclasses import dataclass, field
@@ -276,11 +277,17 @@ def writer_main(url: str, address: str, authkey: bytes, ready: Connection, paren
     name_process(PROCESS_NAME)
     die_with(parent)
     collector.tune()
-    store = Store(url, create=False)
-    with Listener(address, family="AF_UNIX", authkey=authkey) as listener:
-        ready.send(True)
-        ready.close()
-        _serve(listener, GroupCommit(store, source="upload"))
+    try:
+        store = Store(url, create=False)
+        with Listener(address, family="AF_UNIX", authkey=authkey) as listener:
+            ready.send(True)
+            ready.close()
+            _serve(listener, GroupCommit(store, source="upload"))
+    except Exception as e:  # noqa: BLE001 - one line, not a traceback: survey serve says what follows
+        said = str(e).splitlines()[0] if str(e) else ""
+        sys.stderr.write(f"{PROCESS_NAME}: stopped: {type(e).__name__}: {said}\n")
+        sys.stderr.flush()
+        os._exit(1)
 
 
 class WriterProcess:
@@ -322,6 +329,7 @@ class WriterProcess:
                     raise WriterGone(f"the store's writer process did not start within {START_TIMEOUT_S:g} s")
                 self._ready.recv()
             except (EOFError, OSError):
+                self.proc.join(START_TIMEOUT_S)  # it closed its end: it is ending
                 raise WriterGone(f"the store's writer process stopped as it started (exit {self.proc.exitcode})")
             self._listening = True
 
