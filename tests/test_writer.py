@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import os
 import signal
-import threading
 import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -45,6 +46,12 @@ def upload_to(writer: RemoteWriter, raw: bytes, candidate: str | None) -> Any:
         return e
 
 
+def at_once(send: Callable[[bytes, str], Any], uploads: list[tuple[bytes, str]]) -> list[Any]:
+    """Every upload sent at the same time, a thread each; what each got, in their order."""
+    with ThreadPoolExecutor(len(uploads)) as pool:
+        return list(pool.map(lambda upload: send(*upload), uploads))
+
+
 @pytest.fixture
 def writer_process(store: Store) -> Any:
     proc = WriterProcess(store.url, restart=False)
@@ -59,16 +66,7 @@ def test_reports_stored_by_the_writer_process_are_answered_as_a_write_in_process
         store: Store, writer_process: WriterProcess) -> None:
     remote = writer_mod.connect(store, writer_process.handle)
     uploads = [(variant(NAMES[i % 4], f"/venvs/w{i}", f"2026-12-03T0{i}:00:00+00:00"), f"w{i}") for i in range(8)]
-    answers: list[Any] = [None] * len(uploads)
-
-    def one(i: int) -> None:
-        answers[i] = upload_to(remote, *uploads[i])
-
-    threads = [threading.Thread(target=one, args=(i,)) for i in range(len(uploads))]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    answers = at_once(lambda raw, name: upload_to(remote, raw, name), uploads)
     assert all(isinstance(a, IngestResult) and a.created for a in answers), answers
     assert [a.candidate for a in answers] == [name for _, name in uploads]
     again = upload_to(remote, uploads[0][0], "elsewhere")  # the same report: stored once
@@ -133,19 +131,9 @@ def test_survey_serve_writes_through_one_writer_process_and_stops_it(
         workers_, writers = serving_children(srv.proc.pid)
         assert (len(workers_), len(writers)) == ((workers if workers > 1 else 0), 1), (workers_, writers)
         uploads = [(variant(NAMES[i % 4], f"/venvs/s{i}", f"2026-12-04T0{i}:00:00+00:00"), f"s{i}") for i in range(8)]
-        answers: list[httpx.Response | None] = [None] * len(uploads)
-
-        def one(i: int) -> None:
-            answers[i] = _upload(base, *uploads[i])
-
-        threads = [threading.Thread(target=one, args=(i,)) for i in range(len(uploads))]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
-        assert [a.status_code for a in answers if a is not None] == [201] * len(uploads), [
-            a.text for a in answers if a is not None]
-        acknowledged = {a.json()["run_id"] for a in answers if a is not None}
+        answers = at_once(lambda raw, name: _upload(base, raw, name), uploads)
+        assert [a.status_code for a in answers] == [201] * len(uploads), [a.text for a in answers]
+        acknowledged = {a.json()["run_id"] for a in answers}
         with filled_store.session() as s:
             assert acknowledged <= set(s.scalars(select(m.Run.id)))
         assert_kept(filled_store)
