@@ -289,6 +289,15 @@ def sqlite_template(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture
+def new_sqlite_store(sqlite_template: Path) -> Callable[[Path], Store]:
+    """Makes a new SQLite store at a path: a copy of the migrated template, opened."""
+    def make(path: Path) -> Store:
+        shutil.copyfile(sqlite_template, path)
+        return Store(f"sqlite:///{path}")
+    return make
+
+
+@pytest.fixture
 def store(store_url: str, request: pytest.FixtureRequest) -> Iterator[Store]:
     if store_url.startswith("sqlite:///"):
         shutil.copyfile(request.getfixturevalue("sqlite_template"), store_url.removeprefix("sqlite:///"))

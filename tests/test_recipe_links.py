@@ -17,7 +17,6 @@ from pathlib import Path
 
 import pytest
 
-from db.store import Store
 from survey.core import exitcodes
 from survey.evidence.ingest import ingest
 from tests.conftest import report_bytes, survey_cli
@@ -50,10 +49,10 @@ def check(db: str, recipe: Path, *args: str, target: str | None = "h200", platfo
 
 
 @pytest.fixture
-def h200(tmp_path: Path) -> str:
+def h200(tmp_path: Path, new_sqlite_store) -> str:
     """The H200's schema-3 report as `h200`, its schema-2 report as `h200-v2` (SQLite:
     these tests are about recipes, not the store)."""
-    store = Store(f"sqlite:///{tmp_path / 'survey.db'}")
+    store = new_sqlite_store(tmp_path / "survey.db")
     with store.session() as s:
         ingest(s, report_bytes("h200-sm90-triton-3.6.0-schema3.json"), candidate="h200", label="H200")
     with store.session() as s:
@@ -78,8 +77,8 @@ def fake_gpu_report(tmp_path_factory) -> bytes:
 
 
 @pytest.fixture
-def fake(tmp_path: Path, fake_gpu_report: bytes) -> str:
-    store = Store(f"sqlite:///{tmp_path / 'fake.db'}")
+def fake(tmp_path: Path, fake_gpu_report: bytes, new_sqlite_store) -> str:
+    store = new_sqlite_store(tmp_path / "fake.db")
     with store.session() as s:
         ingest(s, fake_gpu_report, candidate="fake-gpu", label="a fake GPU stack")
     store.close()
