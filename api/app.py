@@ -33,12 +33,14 @@ mode, so reads never wait for a survey that is writing.
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 
 from fastapi import APIRouter, FastAPI
 from fastapi.staticfiles import StaticFiles
+from starlette.routing import BaseRoute
 
 from api import badges, candidates, changes, check, diff, docs, errors, history, matrix, meta, render, runs, upload
 from api.cache import MatrixCache
@@ -76,6 +78,18 @@ def _from_env(name: str, kind: Callable[[str], float], default: float, what: str
             raise ValueError(f"{name}={text!r} is not {what}")
         return value
     return default
+
+
+@functools.cache
+def _routes() -> tuple[BaseRoute, ...]:
+    """Every route of the service, made once in a process and taken by each app made in it.
+    A route holds nothing of the app that takes it: a view reads its store, pool, cache and
+    settings from ``request.app.state``. Making them analyses each endpoint's parameters
+    into validators, most of what making an app cost (tests/test_api.py)."""
+    router = APIRouter()
+    for module in (meta, matrix, candidates, runs, history, changes, diff, check, upload, docs, badges):
+        module.routes(router)
+    return tuple(router.routes)
 
 
 def create_app(store: Store, *, token: str | None = None, max_upload_bytes: int | None = None,
@@ -132,10 +146,7 @@ def create_app(store: Store, *, token: str | None = None, max_upload_bytes: int 
     app.state.catalog = catalog_mod.load(None)  # whose names an upload publishes under: the built-in one, read once
     app.state.matrix_cache = cache
     errors.install(app)
-    router = APIRouter()
-    for module in (meta, matrix, candidates, runs, history, changes, diff, check, upload, docs, badges):
-        module.routes(router)
-    app.include_router(router)
+    app.router.routes.extend(_routes())
     app.mount("/static", StaticFiles(directory=str(render.STATIC)), name="static")
     app.add_middleware(SecurityHeaders)
     app.add_middleware(HeadAsGet)

@@ -17,6 +17,7 @@ from typing import Any
 from urllib.parse import quote
 
 import pytest
+from fastapi.routing import APIRoute
 from sqlalchemy import text
 from sqlalchemy.exc import OperationalError
 from typer.testing import CliRunner
@@ -65,6 +66,22 @@ def bare(text: str) -> str:
 
 
 # --------------------------------------------------------------------------- basics
+def test_apps_of_one_process_share_their_routes_and_answer_from_their_own_store(
+        filled_store: Store, new_sqlite_store: Any, make_client: Any, tmp_path: Any) -> None:
+    """api.app makes the routes once per process; each app still reads its own store."""
+    other = new_sqlite_store(tmp_path / "other.db")
+    try:
+        full, empty = make_client(filled_store), make_client(other)
+        routes = [[r for r in c.http._transport.app.routes if isinstance(r, APIRoute)] for c in (full, empty)]
+        assert len(routes[0]) > 40 and list(map(id, routes[0])) == list(map(id, routes[1]))
+        assert len(full.get("/candidates.json").json()["candidates"]) == 4
+        assert empty.get("/candidates.json").json()["candidates"] == []
+        assert full.get("/candidates/triton-3.8.0.json").status_code == 200
+        assert empty.get("/candidates/triton-3.8.0.json").status_code == 404
+    finally:
+        other.close()
+
+
 def test_root_redirects_to_the_matrix(client: Client) -> None:
     r = client.get("/")
     assert r.status_code == 302 and r.headers["location"] == "/matrix"
