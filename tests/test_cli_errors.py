@@ -99,3 +99,16 @@ def test_a_postgresql_store_without_its_driver_names_the_extra() -> None:
     assert r.returncode == exitcodes.INPUT, r
     assert "Traceback" not in r.stderr + r.stdout
     assert len(r.stderr.strip().splitlines()) == 1 and "pip install 'proton-survey[postgres]'" in r.stderr
+
+
+def test_one_process_makes_the_command_once_and_runs_it_again_and_again(tmp_path: Path) -> None:
+    """survey.cli.app.command() is made once in a process; every run gets a context of its
+    own, so a run's options and errors do not carry into the next."""
+    import importlib
+
+    cli_app = importlib.import_module("survey.cli.app")
+    assert cli_app.command() is cli_app.command()
+    bad = survey_cli("table", "--db", f"sqlite:///{tmp_path / 'none.db'}", "--format", "nope")
+    assert bad.returncode == exitcodes.USAGE and "nope" in bad.stderr
+    first, again = survey_cli("table", "--help"), survey_cli("table", "--help")
+    assert first.returncode == again.returncode == 0 and first.stdout == again.stdout and "--format" in first.stdout
