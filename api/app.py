@@ -118,6 +118,7 @@ def create_app(store: Store, *, token: str | None = None, max_upload_bytes: int 
     async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
         yield
         cache.close()
+        pool.close()  # its threads end
 
     app = FastAPI(
         lifespan=lifespan,

@@ -13,7 +13,8 @@ Every read or write of the store that a request needs runs through :meth:`StoreP
   thread is let go, not killed: it keeps its place in the pool until the store answers
   it, so a store that never answers holds at most ``size`` threads. An upload, which
   reads and checks the whole report within its call, has four times the deadline. The threads are
-  daemons, so a stopping server (SIGTERM) does not wait for them.
+  daemons, so a stopping server (SIGTERM) does not wait for them, and they end with the app's
+  lifespan (:meth:`StorePool.close`).
 
 The store timeout (``SURVEY_STORE_TIMEOUT``, default :data:`DEFAULT_STORE_TIMEOUT_S`)
 also bounds the driver (:meth:`db.store.Store.limit_time`): PostgreSQL's
@@ -69,7 +70,7 @@ class StorePool:
         self.size = size
         self.problem: Problem | None = None
         self._places: anyio.CapacityLimiter | None = None
-        self._jobs: queue.SimpleQueue[Callable[[], None]] = queue.SimpleQueue()
+        self._jobs: queue.SimpleQueue[Callable[[], None] | None] = queue.SimpleQueue()  # None: a worker ends
         self._workers: list[threading.Thread] = []
 
     @staticmethod
@@ -86,8 +87,17 @@ class StorePool:
         return ApiError(503, "store_unavailable", problem.message, hint="try again in a moment")
 
     def _work(self) -> None:
-        while True:
-            self._jobs.get()()
+        while (job := self._jobs.get()) is not None:
+            job()
+
+    def close(self) -> None:
+        """Let the workers end, each once the calls queued before this have run (the app's
+        lifespan is over: api.app). One waiting on a store that does not answer ends when
+        the store answers it. A call after this starts workers again."""
+        for _ in self._workers:
+            self._jobs.put(None)
+        self._workers.clear()
+        self._places = None
 
     def _start(self) -> anyio.CapacityLimiter:
         """One worker per place: a call that holds a place always has a thread. The threads

@@ -236,9 +236,11 @@ def _crawl(store: Store, tmp: Path, result: Published, scope: str) -> None:
     queue = deque(START)
     # httpx's ASGI transport hands the app the path decoded once, as a server does
     # (Starlette's TestClient decodes it twice: a name holding '%2F' would not be found).
-    with anyio.from_thread.start_blocking_portal() as portal:
-        http = httpx.AsyncClient(transport=httpx.ASGITransport(app=create_app(store, token="", site=scope)),
-                                 base_url="http://publish")
+    app = create_app(store, token="", site=scope)
+    # within the app's lifespan, as a server runs it: its end lets the store pool's threads go
+    with anyio.from_thread.start_blocking_portal() as portal, \
+            portal.wrap_async_context_manager(app.router.lifespan_context(app)):
+        http = httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://publish")
         try:
             while queue and result.pages < MAX_PAGES:
                 path = queue.popleft()

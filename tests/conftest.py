@@ -103,7 +103,7 @@ def make_client(portal: Any) -> Iterator[Any]:
 
     yield make
     for c in clients:
-        portal.call(c.http.aclose)
+        c.close()
 
 
 @pytest.fixture

@@ -12,6 +12,8 @@ import io
 import json
 import re
 import sqlite3
+import threading
+import time
 from collections.abc import AsyncIterator
 from typing import Any
 from urllib.parse import quote
@@ -66,6 +68,39 @@ def bare(text: str) -> str:
 
 
 # --------------------------------------------------------------------------- basics
+def store_threads() -> set[threading.Thread]:
+    return {t for t in threading.enumerate() if t.name.startswith("store-")}
+
+
+def ended(threads: set[threading.Thread], within_s: float = 60) -> bool:
+    """Waits for ``threads`` to end; whether they did (the deadline only ends a wait that
+    would never end)."""
+    deadline = time.monotonic() + within_s
+    for t in threads:
+        t.join(timeout=max(0.0, deadline - time.monotonic()))
+    return not any(t.is_alive() for t in threads)
+
+
+def test_an_app_s_store_threads_end_with_its_lifespan(filled_store: Store, tmp_path: Any) -> None:
+    """The store pool's threads (api.pool) end when the app's lifespan ends, as a server's
+    does, and when `survey publish` has crawled its app: a process that makes app after app
+    (the tests: one per client) would otherwise keep 16 threads of each, until it can start
+    no more."""
+    from fastapi.testclient import TestClient
+
+    from api.app import create_app
+    from api.pool import DEFAULT_SIZE
+
+    before = store_threads()
+    with TestClient(create_app(filled_store)) as c:
+        assert c.get("/matrix.json").status_code == 200
+        started = store_threads() - before
+        assert len(started) == DEFAULT_SIZE
+    assert ended(started)
+    assert survey_cli("publish", str(tmp_path / "site"), "--db", filled_store.url).returncode == 0
+    assert ended(store_threads() - before)
+
+
 def test_apps_of_one_process_share_their_routes_and_answer_from_their_own_store(
         filled_store: Store, new_sqlite_store: Any, make_client: Any, tmp_path: Any) -> None:
     """api.app makes the routes once per process; each app still reads its own store."""

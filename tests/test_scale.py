@@ -342,7 +342,7 @@ def test_a_server_s_first_pages_compile_no_statement(filled_store: Store, portal
             assert r.status_code == 200, (path, r.text)
     finally:
         event.remove(filled_store.engine, "after_cursor_execute", record)
-        portal.call(c.http.aclose)
+        c.close()
     assert misses == [], "\n\n".join(misses)
 
 

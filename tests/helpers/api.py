@@ -19,11 +19,18 @@ TOKEN = "s3cret-token"
 
 
 class Client:
-    """Sync calls into an async httpx client over the app (anyio portal)."""
+    """Sync calls into an async httpx client over the app (anyio portal), within the app's
+    lifespan as a server runs it: :meth:`close` ends it (and the store pool's threads)."""
 
     def __init__(self, portal: Any, app: Any):
         self.portal = portal
         self.http = httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://testserver")
+        self._lifespan = app.router.lifespan_context(app)
+        portal.call(self._lifespan.__aenter__)
+
+    def close(self) -> None:
+        self.portal.call(self.http.aclose)
+        self.portal.call(self._lifespan.__aexit__, None, None, None)
 
     def request(self, method: str, url: str, **kw: Any) -> httpx.Response:
         return self.portal.call(functools.partial(self.http.request, method, url, **kw))
