@@ -299,9 +299,9 @@ def new_sqlite_store(sqlite_template: Path) -> Callable[[Path], Store]:
 
 @pytest.fixture
 def store(store_url: str, request: pytest.FixtureRequest) -> Iterator[Store]:
-    if store_url.startswith("sqlite:///"):
-        shutil.copyfile(request.getfixturevalue("sqlite_template"), store_url.removeprefix("sqlite:///"))
-    s = Store(store_url)
+    sqlite = store_url.startswith("sqlite:///")
+    s = request.getfixturevalue("new_sqlite_store")(Path(store_url.removeprefix("sqlite:///"))) if sqlite \
+        else Store(store_url)
     yield s
     s.close()
 

@@ -25,12 +25,12 @@ class Client:
     def __init__(self, portal: Any, app: Any):
         self.portal = portal
         self.http = httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://testserver")
-        self._lifespan = app.router.lifespan_context(app)
-        portal.call(self._lifespan.__aenter__)
+        self._lifespan = portal.wrap_async_context_manager(app.router.lifespan_context(app))
+        self._lifespan.__enter__()
 
     def close(self) -> None:
         self.portal.call(self.http.aclose)
-        self.portal.call(self._lifespan.__aexit__, None, None, None)
+        self._lifespan.__exit__(None, None, None)
 
     def request(self, method: str, url: str, **kw: Any) -> httpx.Response:
         return self.portal.call(functools.partial(self.http.request, method, url, **kw))
